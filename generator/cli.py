@@ -1,0 +1,155 @@
+"""The command line: `memory-budget measure | build`. Parses arguments into typed requests and reports
+errors as one line on stderr with exit status 2; the work itself lives in measure.py and site.py."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, check_row, select_rows
+from generator.units import parse_size
+
+EXIT_FAILED_ROWS = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above zero: {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 10**7:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = _Parser(prog="memory-budget", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    measure = commands.add_parser("measure", help="run the measurement matrix; one TOML file per row")
+    measure.add_argument("--rows", nargs="+", metavar="ROW",
+                         help=f"rows to run (default: {' '.join(DEFAULT_ROWS)}); commas also separate")
+    measure.add_argument("--model", help="shipped config name, a config.json, a local folder, or a hub id "
+                         "(default: SmolLM2-135M-Instruct's config with random weights)")
+    measure.add_argument("--seq", type=_positive_int, default=DEFAULT_SEQ_LEN,
+                         help="sequence length of rows that do not name one (default: %(default)s)")
+    measure.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    measure.add_argument("--output", type=Path, default=Path("measurements"),
+                         help="measurements folder (default: %(default)s)")
+    measure.add_argument("--repeats", type=_positive_int, default=1,
+                         help="fresh processes per row; the row's figure is their median (default: 1)")
+    measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
+    measure.add_argument("--timeout", type=_positive_seconds, default=3600.0,
+                         help="seconds before a row's worker is stopped (default: %(default)s)")
+    measure.add_argument("--memory-limit", type=_size, metavar="SIZE",
+                         help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
+
+    build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html")
+    build.add_argument("--measurements", type=Path, default=Path("measurements"),
+                       help="measurements folder (default: %(default)s)")
+    build.add_argument("--env", help="environment folder to build from (default: the newest)")
+    build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
+    return parser
+
+
+def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) -> tuple[RowSpec, ...]:
+    """The rows a user asked for, each under the memory cap if one was given."""
+    split = [part for name in (names or DEFAULT_ROWS) for part in name.split(",") if part.strip()]
+    if not split:
+        raise RowError("--rows names no row")
+    rows = select_rows(split, seq_len)
+    if memory_limit:
+        rows = [row.with_limit(memory_limit) for row in rows]
+    for row in rows:
+        if row.mode != "baseline":
+            check_row(row)
+    return tuple(rows)
+
+
+def run_measure(args: argparse.Namespace) -> int:
+    """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
+    from generator.measure import MeasureRequest, run_matrix
+    from generator.model_source import resolve_model
+    from generator.progress import MatrixDisplay
+
+    rows = parse_rows(args.rows, args.seq, args.memory_limit)
+    if args.device == "cuda":
+        _require_cuda()
+    request = MeasureRequest(rows=rows, model=resolve_model(args.model), output=args.output,
+                             device=args.device, repeats=args.repeats, force=args.force,
+                             timeout_seconds=args.timeout)
+    with MatrixDisplay() as display:
+        report = run_matrix(request, display)
+    ok = len(report.written) - len(report.failed)
+    print(f"{ok} row(s) measured, {len(report.failed)} failed, {len(report.skipped)} already present "
+          f"-> {report.folder}", file=sys.stderr)
+    for result in report.failed:
+        summary = result.summary
+        print(f"  {result.row.id}: {summary.status} in {summary.phase or 'start-up'}: {summary.detail}",
+              file=sys.stderr)
+    if report.interrupted:
+        print("interrupted: the running row was stopped and not written; finished rows are kept",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED_ROWS if report.failed else 0
+
+
+def _require_cuda() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available to this torch build")
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """`build`: measurements folder -> site/."""
+    from generator.site import build_site
+
+    written = build_site(args.measurements, args.output, args.env)
+    print(f"wrote {', '.join(str(path) for path in written)}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `memory-budget` and `python -m generator`."""
+    from generator.lock import LockedError
+    from generator.model_source import ModelError
+    from generator.results import ResultsError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return {"measure": run_measure, "build": run_build}[args.command](args)
+    except (UsageError, RowError, ModelError, ResultsError, LockedError) as error:
+        print(f"memory-budget: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("memory-budget: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

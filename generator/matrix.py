@@ -1,0 +1,165 @@
+"""The measurement matrix: a row's coordinates, its id (which is also its file name), and the default rows.
+
+A row id spells its coordinates, so ids people type and file names on disk are the same thing:
+``baseline``, ``infer-b8-s256``, ``train-b8-s256-ckpt``, ``train-b8-s256-bf16``, ``train-b8-s256-lora8``,
+``train-b8-s256-cap3072MiB``. When typing one, ``-s<len>`` may be left out (``--seq`` fills it in).
+"""
+
+import re
+from dataclasses import dataclass, replace
+
+from generator.units import MIB, parse_size
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
+MODES = {"baseline": "baseline", "infer": "inference", "train": "train"}
+MODE_TOKENS = {name: token for token, name in MODES.items()}
+LORA_TARGETS = ("q_proj", "v_proj")
+DEFAULT_LORA_RANK = 8
+DEFAULT_SEQ_LEN = 256
+STEPS = 2  # AdamW allocates its state on the first update: one step under-reports.
+MAX_BATCH = 1024
+MAX_SEQ_LEN = 32768
+MAX_TOKENS_PER_STEP = 1 << 20
+_DTYPE_LIKE = re.compile(r"^(fp|bf|float|int|uint|f|i)\d+$")
+
+
+class RowError(ValueError):
+    """A row id or coordinate that cannot be measured."""
+
+
+@dataclass(frozen=True, order=True)
+class RowSpec:
+    """The coordinates of one measurement."""
+
+    mode: str  # "baseline" | "inference" | "train"
+    batch_size: int = 0
+    seq_len: int = 0
+    dtype: str = "float32"
+    gradient_checkpointing: bool = False
+    lora_rank: int = 0  # 0: every parameter trains
+    memory_limit_bytes: int = 0  # 0: no cap
+    steps: int = STEPS
+
+    @property
+    def id(self) -> str:
+        """The canonical id: every coordinate that differs from plain fp32, uncapped, full training."""
+        if self.mode == "baseline":
+            parts = ["baseline"]
+        else:
+            parts = [MODE_TOKENS[self.mode], f"b{self.batch_size}", f"s{self.seq_len}"]
+            if self.gradient_checkpointing:
+                parts.append("ckpt")
+            if self.dtype != "float32":
+                parts.append(DTYPE_TOKENS[self.dtype])
+            if self.lora_rank:
+                parts.append(f"lora{self.lora_rank}")
+        if self.memory_limit_bytes:
+            parts.append(_cap_token(self.memory_limit_bytes))
+        return "-".join(parts)
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Batch × sequence length: what drives activation memory."""
+        return self.batch_size * self.seq_len
+
+    @property
+    def lora_targets(self) -> tuple[str, ...]:
+        """The modules LoRA adapts, or nothing for full training."""
+        return LORA_TARGETS if self.lora_rank else ()
+
+    def with_limit(self, memory_limit_bytes: int) -> "RowSpec":
+        """The same row under a memory cap."""
+        return replace(self, memory_limit_bytes=memory_limit_bytes)
+
+
+def _cap_token(n_bytes: int) -> str:
+    return f"cap{n_bytes // MIB}MiB" if n_bytes % MIB == 0 else f"cap{n_bytes}B"
+
+
+def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
+    """Turn a typed row id into coordinates; raise RowError with a one-line reason."""
+    tokens = text.strip().lower().split("-")
+    mode = MODES.get(tokens[0])
+    if mode is None:
+        raise RowError(f"unknown row {text!r}: it must start with one of {', '.join(MODES)}")
+    fields: dict[str, object] = {"mode": mode}
+    for token in tokens[1:]:
+        fields.update(_parse_token(token, text))
+    if mode == "baseline":
+        if set(fields) - {"mode", "memory_limit_bytes"}:
+            raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype or LoRA")
+        return RowSpec(**fields)  # type: ignore[arg-type]
+    if "batch_size" not in fields:
+        raise RowError(f"row {text!r} needs a batch size, such as -b8")
+    fields.setdefault("seq_len", seq_len)
+    row = RowSpec(**fields)  # type: ignore[arg-type]
+    check_row(row, text)
+    return row
+
+
+def _parse_token(token: str, text: str) -> dict[str, object]:
+    if token == "ckpt":
+        return {"gradient_checkpointing": True}
+    if token in DTYPES:
+        return {"dtype": DTYPES[token]}
+    if token == "lora":
+        return {"lora_rank": DEFAULT_LORA_RANK}
+    if token.startswith("cap"):
+        try:
+            return {"memory_limit_bytes": parse_size(token[3:])}
+        except ValueError as error:
+            raise RowError(f"row {text!r}: {error}") from None
+    for prefix, key in (("lora", "lora_rank"), ("b", "batch_size"), ("s", "seq_len")):
+        if token.startswith(prefix) and token[len(prefix):].lstrip("-").isdigit():
+            return {key: int(token[len(prefix):])}
+    if _DTYPE_LIKE.match(token):
+        raise RowError(f"row {text!r}: unknown dtype {token!r} (known: {', '.join(DTYPES)})")
+    raise RowError(f"row {text!r}: unknown part {token!r} (expected b<batch>, s<length>, ckpt, "
+                   f"{', '.join(DTYPES)}, lora<r> or cap<size>)")
+
+
+def check_row(row: RowSpec, text: str = "") -> None:
+    """Refuse coordinates that are impossible or absurd for a single machine."""
+    name = text or row.id
+    if row.mode == "inference" and (row.gradient_checkpointing or row.lora_rank):
+        raise RowError(f"row {name!r}: checkpointing and LoRA only apply to training rows")
+    if not 1 <= row.batch_size <= MAX_BATCH:
+        raise RowError(f"row {name!r}: batch size must be between 1 and {MAX_BATCH}")
+    if not 1 <= row.seq_len <= MAX_SEQ_LEN:
+        raise RowError(f"row {name!r}: sequence length must be between 1 and {MAX_SEQ_LEN}")
+    if row.tokens_per_step > MAX_TOKENS_PER_STEP:
+        raise RowError(f"row {name!r}: {row.tokens_per_step} tokens per step is more than {MAX_TOKENS_PER_STEP}")
+    if row.lora_rank < 0 or row.lora_rank > 1024:
+        raise RowError(f"row {name!r}: LoRA rank must be between 1 and 1024")
+
+
+# The default matrix, in the order it runs: the slow 16-bit row goes last so the quick rows land first.
+DEFAULT_ROWS: tuple[str, ...] = (
+    "baseline",
+    "infer-b1",
+    "infer-b8",
+    "train-b1",
+    "train-b2",
+    "train-b4",
+    "train-b8",
+    "train-b4-s512",
+    "train-b8-ckpt",
+    "train-b8-lora8",
+    "train-b8-bf16",
+)
+
+
+def default_matrix(seq_len: int = DEFAULT_SEQ_LEN) -> list[RowSpec]:
+    """The rows `measure` runs when none are named. Lengths given explicitly (s512) stay as they are."""
+    return [parse_row(row_id, seq_len) for row_id in DEFAULT_ROWS]
+
+
+def select_rows(names: list[str], seq_len: int = DEFAULT_SEQ_LEN) -> list[RowSpec]:
+    """Parse the rows a user named, keeping their order and dropping repeats."""
+    rows: list[RowSpec] = []
+    for name in names:
+        row = parse_row(name, seq_len)
+        if row not in rows:
+            rows.append(row)
+    return rows

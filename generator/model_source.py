@@ -1,0 +1,185 @@
+"""Which model a row measures: the shipped SmolLM2-135M-Instruct config (random weights), another config
+file, a local folder with weights, or a hub id. Resolved and checked in the parent, built in the worker."""
+
+import hashlib
+import json
+import os
+import socket
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlparse
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+_BUILTIN_CONFIGS = {DEFAULT_MODEL.lower(): "smollm2-135m-instruct.json"}
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+RANDOM_INIT = "random-init"  # built from a config; peak memory does not depend on the weight values
+PRETRAINED = "pretrained"  # from_pretrained on a local folder or a hub id
+
+
+class ModelError(ValueError):
+    """A --model value that cannot be measured."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights come from, enough for the worker to build the model."""
+
+    name: str
+    kind: str  # RANDOM_INIT | PRETRAINED
+    reference: str  # what results show: the shipped config's name, a path as given, or a hub id
+    location: str  # what the worker opens: an absolute path, or the hub id
+    config_sha256: str
+    model_type: str  # transformers' name for the architecture, e.g. "llama"
+
+    @property
+    def code_module(self) -> str:
+        """The transformers module that defines this architecture, for the worker server to preload."""
+        from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+        module = model_type_to_module_name(self.model_type)
+        return f"transformers.models.{module}.modeling_{module}"
+
+
+def resolve_model(text: str | None) -> ModelSource:
+    """Turn a --model value into a checked ModelSource, or raise ModelError with a one-line reason."""
+    if text is None or text.lower() in _BUILTIN_CONFIGS:
+        name = DEFAULT_MODEL
+        file_name = _BUILTIN_CONFIGS[name.lower()]
+        path = resources.files("generator") / "models" / file_name
+        return _from_config_file(Path(str(path)), name, f"{file_name} (shipped with memory-budget)")
+    path = Path(text).expanduser()
+    if path.is_file():
+        return _from_config_file(path, path.stem, text)
+    if path.is_dir():
+        return _from_folder(path)
+    if _looks_like_path(text):
+        raise ModelError(f"--model {text}: no such file or folder")
+    return _from_hub(text)
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith((".", "/", "~")) or text.endswith(".json") or text.count("/") != 1
+
+
+def _from_config_file(path: Path, name: str, reference: str) -> ModelSource:
+    config = _read_config(path)
+    _check_causal_lm(config, str(path))
+    return ModelSource(name=name, kind=RANDOM_INIT, reference=reference, location=str(path.resolve()),
+                       config_sha256=config_hash(config), model_type=config["model_type"])
+
+
+def _from_folder(folder: Path) -> ModelSource:
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelError(f"--model {folder}: the folder has no config.json")
+    config = _read_config(config_path)
+    _check_causal_lm(config, str(folder))
+    has_weights = any((folder / name).exists() for name in _WEIGHT_FILES)
+    return ModelSource(name=folder.name, kind=PRETRAINED if has_weights else RANDOM_INIT,
+                       reference=str(folder), location=str((folder if has_weights else config_path).resolve()),
+                       config_sha256=config_hash(config), model_type=config["model_type"])
+
+
+def _from_hub(repo_id: str) -> ModelSource:
+    from transformers import AutoConfig  # heavy: only for hub ids
+
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "True"):
+        _check_hub_reachable(repo_id)
+    try:
+        config = AutoConfig.from_pretrained(repo_id).to_dict()
+    except (OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ModelError(f"--model {repo_id}: cannot load it from the hub: {first_line}") from None
+    _check_causal_lm(config, repo_id)
+    return ModelSource(name=repo_id.split("/")[-1], kind=PRETRAINED, reference=repo_id, location=repo_id,
+                       config_sha256=config_hash(config), model_type=config["model_type"])
+
+
+def _check_hub_reachable(repo_id: str) -> None:
+    """Fail in one line instead of the hub client's minute of retries when there is no network."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = urlparse(endpoint).hostname or endpoint
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as error:
+        raise ModelError(f"--model {repo_id}: cannot reach the hub at {host} ({error.strerror or error}); "
+                         "pass a local folder or config.json instead") from None
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelError(f"--model {path}: not a readable JSON config ({error})") from None
+    if not isinstance(config, dict):
+        raise ModelError(f"--model {path}: a config must be a JSON object")
+    return config
+
+
+def _check_causal_lm(config: dict, where: str) -> None:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = config.get("model_type")
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ModelError(f"--model {where}: model_type {model_type!r} is not a causal language model "
+                         "that transformers knows")
+
+
+def config_hash(config: dict) -> str:
+    """A stable hash of a config's content, so results name exactly which architecture they measured."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
+def import_model_code(source: ModelSource) -> type:
+    """Import the model's class, which transformers otherwise loads lazily while the model is built.
+
+    Called before the baseline is read, so the code is part of the baseline every row subtracts and the
+    load phase holds only the weights."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[source.model_type])
+
+
+def build_model(source: ModelSource, dtype):  # -> transformers.PreTrainedModel; imports kept local
+    """Build or load the model in the worker, directly in the row's dtype."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if source.kind == PRETRAINED:
+        return AutoModelForCausalLM.from_pretrained(source.location, dtype=dtype)
+    config_dict = json.loads(Path(source.location).read_text(encoding="utf-8"))
+    config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
+    with _no_init_weights():
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.tie_weights()  # skipping the init also skips tying; an untied lm_head would add a whole matrix
+    fill_random_weights(model, getattr(config, "initializer_range", 0.02))
+    return model
+
+
+def _no_init_weights():
+    try:
+        from transformers.initialization import no_init_weights  # transformers 5
+    except ImportError:
+        from transformers.modeling_utils import no_init_weights  # transformers 4
+    return no_init_weights()
+
+
+def fill_random_weights(model, std: float) -> None:
+    """Random weights without transformers' per-module init, which costs seconds on a CPU.
+
+    Matrices get a uniform draw with the config's standard deviation, norms get ones, biases zeros: values
+    that compute like a real model's (no NaNs, no denormals). Peak memory does not depend on them."""
+    import torch
+
+    bound = std * 3**0.5
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if parameter.dim() >= 2:
+                parameter.uniform_(-bound, bound)
+            elif "norm" in name:
+                parameter.fill_(1.0)
+            else:
+                parameter.zero_()

@@ -1,0 +1,171 @@
+"""Run one repeat of one row in a fresh worker process and turn what it left behind into a Repeat.
+
+The worker's result comes back through a file; its stdout and stderr go to a log. The runner enforces the
+timeout, applies a memory cap, and maps a worker that died into a status: oom, killed (with the signal),
+timeout or error, with the phase that was running. Ctrl-C (KeyboardInterrupt) ends the worker first."""
+
+import json
+import multiprocessing
+import signal
+import tempfile
+import time
+from multiprocessing import forkserver
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from generator.limits import MemoryLimit, memory_limit
+from generator.matrix import RowSpec
+from generator.model_source import ModelSource
+from generator.results import Repeat
+from generator.worker import child_main
+
+POLL_SECONDS = 0.2
+DEFAULT_TIMEOUT_SECONDS = 3600.0  # the slowest default row (16-bit training on a CPU without bf16) takes ~16 min
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one worker process measures and under which constraints."""
+
+    row: RowSpec
+    model: ModelSource
+    device: str = "cpu"
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+
+def job_payload(job: Job) -> dict:
+    """The JSON the worker reads."""
+    row = {**asdict(job.row), "lora_targets": list(job.row.lora_targets)}
+    return {"row": row, "model": asdict(job.model), "device": job.device, "spawned_at": time.time()}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _last_log_line(log_path: Path) -> str:
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _repeat_from_figures(figures: dict, wall_seconds: float) -> Repeat:
+    return Repeat(
+        status=figures["status"], phase=figures.get("phase", ""), detail=figures.get("detail", ""),
+        peak_method=figures.get("peak_method", ""),
+        baseline_bytes=figures.get("baseline_bytes", 0), peak_rss_bytes=figures.get("peak_rss_bytes", 0),
+        phase_peak_bytes=figures.get("phase_peak_bytes", {}),
+        startup_seconds=figures.get("startup_seconds", 0.0), load_seconds=figures.get("load_seconds", 0.0),
+        step_seconds=tuple(figures.get("step_seconds", ())), wall_seconds=wall_seconds,
+        cuda_max_allocated_bytes=figures.get("cuda_max_allocated_bytes", 0),
+        cuda_max_reserved_bytes=figures.get("cuda_max_reserved_bytes", 0),
+        parameters=figures.get("parameters", 0), trainable_parameters=figures.get("trainable_parameters", 0),
+    )
+
+
+class WorkerServer:
+    """The forkserver every row's process is forked from, with torch, transformers and peft imported.
+
+    Starting it costs the imports once per matrix (recorded as `server_start_seconds`); each row then
+    starts in a fraction of a second."""
+
+    def __init__(self, model: ModelSource) -> None:
+        self.context = multiprocessing.get_context("forkserver")
+        self.context.set_forkserver_preload(["torch", "transformers", "peft", model.code_module,
+                                             "generator.worker"])
+        started = time.perf_counter()
+        forkserver.ensure_running()
+        ready_check = self.context.Process(target=_ready, name="memory-budget ready check")
+        ready_check.start()  # answered once the server has finished its imports
+        ready_check.join()
+        self.start_seconds = time.perf_counter() - started
+
+
+def _ready() -> None:
+    """A child that does nothing: forking it proves the server is ready."""
+
+
+class WorkerProcess:
+    """One running worker: fork, watch, stop."""
+
+    def __init__(self, job: Job, folder: Path, limit: MemoryLimit | None, server: WorkerServer) -> None:
+        self.paths = {name: str(folder / f"{name}.json") for name in ("state", "result")}
+        self.paths["log"] = str(folder / "worker.log")
+        self.limit = limit
+        self.timeout_seconds = job.timeout_seconds
+        self.started = time.monotonic()
+        self.process = server.context.Process(target=child_main, args=(job_payload(job), self.paths, limit),
+                                              name=f"memory-budget {job.row.id}", daemon=True)
+        self.process.start()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the worker was started."""
+        return time.monotonic() - self.started
+
+    @property
+    def running(self) -> bool:
+        """Whether the worker has not exited yet."""
+        return self.process.exitcode is None
+
+    def phase(self) -> str:
+        """The phase the worker said it entered last ('imports' before it said anything)."""
+        state = _read_json(Path(self.paths["state"]))
+        return state["phase"] if state else "imports"
+
+    def stop(self) -> None:
+        """End the worker and wait for it, so it leaves nothing running."""
+        if self.process.exitcode is None:
+            self.process.kill()
+        self.process.join()
+
+    def outcome(self, timed_out: bool) -> Repeat:
+        """Turn the exit into a Repeat: the worker's own result if it wrote one, else what the exit says."""
+        wall = self.elapsed
+        figures = _read_json(Path(self.paths["result"]))
+        if figures is not None and not timed_out:
+            return _repeat_from_figures(figures, wall)
+        phase, code = self.phase(), self.process.exitcode
+        if timed_out:
+            detail = f"no result after {self.timeout_seconds:g} s"
+            return Repeat(status="timeout", phase=phase, detail=detail, wall_seconds=wall)
+        if self.limit is not None and self.limit.oom_killed():
+            detail = "killed by the cgroup's OOM killer"
+            return Repeat(status="oom", phase=phase, detail=detail, wall_seconds=wall)
+        if code is not None and code < 0:
+            return Repeat(status="killed", phase=phase, detail=signal.Signals(-code).name, wall_seconds=wall)
+        detail = _last_log_line(Path(self.paths["log"])) or f"exit status {code} without a result"
+        return Repeat(status="error", phase=phase, detail=detail, wall_seconds=wall)
+
+
+def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,
+               on_phase: Callable[[str, float], None] | None = None) -> tuple[Repeat, str]:
+    """Run the job once in a new process. Returns the Repeat and how a memory cap was applied ('' if none).
+
+    on_phase(phase, elapsed_seconds) is called about five times a second while the worker runs.
+    A KeyboardInterrupt ends the worker before it propagates."""
+    limit = memory_limit(memory_limit_bytes, job.row.id) if memory_limit_bytes else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="memory-budget-") as folder:
+            worker = WorkerProcess(job, Path(folder), limit, server)
+            timed_out = False
+            try:
+                while worker.running:
+                    if on_phase is not None:
+                        on_phase(worker.phase(), worker.elapsed)
+                    if worker.elapsed > job.timeout_seconds:
+                        timed_out = True
+                        break
+                    time.sleep(POLL_SECONDS)
+            finally:
+                worker.stop()
+            return worker.outcome(timed_out), limit.method if limit else ""
+    finally:
+        if limit is not None:
+            limit.release()

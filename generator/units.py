@@ -1,0 +1,51 @@
+"""Byte counts: parse sizes people type, and show stored integer bytes in one labelled binary unit."""
+
+import re
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB, "t": 1024**4, "tib": 1024**4,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Parse '3GiB', '512MiB', '2.5G' (binary) or '3GB' (decimal) into bytes; raise ValueError otherwise."""
+    match = _SIZE.match(text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (try 3GiB, 512MiB or 3000000000)")
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise ValueError(f"a size must be above zero: {text!r}")
+    return value
+
+
+def mib(n_bytes: int) -> float:
+    """Bytes to mebibytes (2**20 bytes)."""
+    return n_bytes / MIB
+
+
+def gib(n_bytes: int) -> float:
+    """Bytes to gibibytes (2**30 bytes)."""
+    return n_bytes / GIB
+
+
+def format_mib(n_bytes: int) -> str:
+    """'1,234 MiB': the unit every table on the page uses."""
+    return f"{mib(n_bytes):,.0f} MiB"
+
+
+def format_gib(n_bytes: int, digits: int = 1) -> str:
+    """'13.0 GiB': for the large figures of the worked example."""
+    return f"{gib(n_bytes):,.{digits}f} GiB"
+
+
+def format_size(n_bytes: int) -> str:
+    """Pick MiB or GiB for a one-off figure such as a memory cap."""
+    return format_gib(n_bytes, 2) if n_bytes >= GIB else format_mib(n_bytes)
