@@ -1,7 +1,8 @@
-"""The command line: `memory-budget measure | build`. Parses arguments into typed requests and reports
+"""The command line: `memory-budget measure | probe | build`. Parses arguments into typed requests and reports
 errors as one line on stderr with exit status 2; the work itself lives in measure.py and site.py."""
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -64,13 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     measure.add_argument("--output", type=Path, default=Path("measurements"),
                          help="measurements folder (default: %(default)s)")
-    measure.add_argument("--repeats", type=_positive_int, default=1,
-                         help="fresh processes per row; the row's figure is their median (default: 1)")
+    measure.add_argument("--repeats", type=_positive_int, default=3,
+                         help="fresh processes per row; the row's figure is their median (default: 3)")
     measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
     measure.add_argument("--timeout", type=_positive_seconds, default=3600.0,
                          help="seconds before a row's worker is stopped (default: %(default)s)")
     measure.add_argument("--memory-limit", type=_size, metavar="SIZE",
                          help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
+
+    probe = commands.add_parser("probe", help="run one row under a memory cap and show the phase where it dies")
+    probe.add_argument("--row", default="train-b8", help="the row to probe (default: %(default)s)")
+    probe.add_argument("--memory-limit", type=_size, metavar="SIZE",
+                       help="the cap (default: midway between the row's measured step-1 and step-2 peaks)")
+    probe.add_argument("--model", help="as for measure")
+    probe.add_argument("--seq", type=_positive_int, default=DEFAULT_SEQ_LEN)
+    probe.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    probe.add_argument("--output", type=Path, default=Path("measurements"),
+                       help="measurements folder: where the uncapped row is read and the capped row written")
+    probe.add_argument("--timeout", type=_positive_seconds, default=3600.0)
 
     build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html")
     build.add_argument("--measurements", type=Path, default=Path("measurements"),
@@ -122,6 +134,28 @@ def run_measure(args: argparse.Namespace) -> int:
     return EXIT_FAILED_ROWS if report.failed else 0
 
 
+def run_probe(args: argparse.Namespace) -> int:
+    """`probe`: one capped row, measured and written like any other; exit 0 whether or not it survived."""
+    from generator.measure import MeasureRequest, run_matrix
+    from generator.model_source import resolve_model
+    from generator.probe import describe_outcome, plan_probe
+    from generator.progress import MatrixDisplay
+
+    (row,) = parse_rows([args.row], args.seq, None)
+    if args.device == "cuda":
+        _require_cuda()
+    plan = plan_probe(row, args.output, args.device, args.memory_limit)
+    print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
+    request = MeasureRequest(rows=(plan.row,), model=resolve_model(args.model), output=args.output,
+                             device=args.device, repeats=1, force=True, timeout_seconds=args.timeout)
+    with MatrixDisplay() as display:
+        report = run_matrix(request, display)
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    print(describe_outcome(report.written[0]), file=sys.stderr)
+    return 0
+
+
 def _require_cuda() -> None:
     import torch
 
@@ -138,17 +172,26 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `memory-budget` and `python -m generator`."""
     from generator.lock import LockedError
     from generator.model_source import ModelError
     from generator.results import ResultsError
+    from generator.site import OutputError
 
+    signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on `kill` as on Ctrl-C
     try:
         args = build_parser().parse_args(argv)
-        return {"measure": run_measure, "build": run_build}[args.command](args)
-    except (UsageError, RowError, ModelError, ResultsError, LockedError) as error:
+        return {"measure": run_measure, "probe": run_probe, "build": run_build}[args.command](args)
+    except (UsageError, RowError, ModelError, ResultsError, LockedError, OutputError) as error:
         print(f"memory-budget: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as error:
+        print(f"memory-budget: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("memory-budget: interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ class Environment:
     device: str
     device_name: str
     cpu: str
+    cpu_features: str  # the vector and matrix extensions that decide how fast fp32 and bf16 run
     cpu_count: int
     total_memory_bytes: int
     os: str
@@ -53,6 +54,22 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve", "bf16")
+
+
+def cpu_features() -> str:
+    """The CPU extensions that matter for fp32 and bf16 speed, from /proc/cpuinfo ('' elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "Features")):
+                    present = set(line.split(":", 1)[1].split())
+                    return " ".join(flag for flag in SPEED_FLAGS if flag in present)
+    except OSError:
+        pass  # not Linux: no flags to report
+    return ""
+
+
 def total_memory_bytes() -> int:
     """Physical memory of the machine."""
     try:
@@ -78,6 +95,7 @@ def collect_environment(device: str = "cpu") -> Environment:
         "device": device,
         "device_name": cuda_device_name() if device == "cuda" else cpu_model(),
         "cpu": cpu_model(),
+        "cpu_features": cpu_features(),
         "cpu_count": os.cpu_count() or 0,
         "total_memory_bytes": total_memory_bytes(),
         "os": f"{platform.system()} {platform.release()}",
@@ -88,7 +106,8 @@ def collect_environment(device: str = "cpu") -> Environment:
 
 def environment_id(fields: dict) -> str:
     """'cpu-torch2.13.0-transformers5.24.0-peft0.21.2-py3.11-1a2b3c': readable versions, hashed hardware."""
-    hardware = "|".join(str(fields[key]) for key in ("device_name", "cpu", "total_memory_bytes", "machine"))
+    hardware_keys = ("device_name", "cpu", "cpu_features", "total_memory_bytes", "machine")
+    hardware = "|".join(str(fields[key]) for key in hardware_keys)
     digest = hashlib.sha256(hardware.encode()).hexdigest()[:6]
     python = ".".join(fields["python"].split(".")[:2])
     versions = f"torch{fields['torch']}-transformers{fields['transformers']}-peft{fields['peft']}-py{python}"

@@ -1,11 +1,19 @@
 """Memory caps for a worker: a cgroup v2 memory.max where this machine lets us create one, otherwise
 RLIMIT_DATA (which caps the data segment and anonymous mappings, so torch's allocations fail with a
-catchable error instead of the process being killed)."""
+catchable error instead of the process being killed).
 
+A cap means resident memory, the quantity every row reports. RLIMIT_DATA counts private writable address
+space instead, some of which a freshly forked worker holds without using it (and some of its resident memory,
+the libraries' code, is not data). So the worker sets the limit to the cap plus VmData − VmRSS as it starts:
+from then on, data the worker allocates and touches counts against the cap byte for byte."""
+
+import contextlib
 import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+
+from generator.peak import status_bytes
 
 CGROUP = "cgroup v2 memory.max"
 RLIMIT = "RLIMIT_DATA"
@@ -24,7 +32,9 @@ class MemoryLimit:
         if self.cgroup is not None:
             (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
         else:
-            resource.setrlimit(resource.RLIMIT_DATA, (self.n_bytes, self.n_bytes))
+            offset = (status_bytes("VmData") or 0) - (status_bytes("VmRSS") or 0)
+            limit = max(self.n_bytes + offset, 1)
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     def oom_killed(self) -> bool:
         """Whether the kernel's OOM killer ended a process of this cgroup."""
@@ -40,10 +50,8 @@ class MemoryLimit:
     def release(self) -> None:
         """Remove the cgroup once its process has ended."""
         if self.cgroup is not None:
-            try:
+            with contextlib.suppress(OSError):  # still busy or already gone: nothing to lose
                 self.cgroup.rmdir()
-            except OSError:
-                pass  # still busy or already gone: the kernel removes nothing we would lose
 
 
 def _own_cgroup_v2() -> Path | None:

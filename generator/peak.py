@@ -10,7 +10,8 @@ PER_PHASE = "VmHWM, reset per phase via /proc/self/clear_refs"
 WHOLE_RUN = "ru_maxrss, whole run only (no per-phase reset on this system)"
 
 
-def _status_bytes(field: str) -> int | None:
+def status_bytes(field: str) -> int | None:
+    """A memory field of /proc/self/status in bytes, or None where there is no such file or field."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -30,7 +31,7 @@ class PeakMeter:
     """Reads, and where possible resets, the peak resident memory of this process."""
 
     def __init__(self) -> None:
-        self.per_phase = _status_bytes("VmHWM") is not None and self._try_reset()
+        self.per_phase = status_bytes("VmHWM") is not None and self._try_reset()
         self.method = PER_PHASE if self.per_phase else WHOLE_RUN
 
     @staticmethod
@@ -44,7 +45,7 @@ class PeakMeter:
 
     def peak(self) -> int:
         """The peak since the last reset (or since the process began)."""
-        return _status_bytes("VmHWM") or _ru_maxrss_bytes()
+        return status_bytes("VmHWM") or _ru_maxrss_bytes()
 
     def reset(self) -> None:
         """Start a new phase: the peak drops to what is resident now."""

@@ -6,8 +6,15 @@ per phase change and a heartbeat every minute, so a slow row never looks hung.""
 import time
 
 from rich.console import Console
-from rich.progress import (BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from generator.units import format_mib
 

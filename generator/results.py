@@ -21,6 +21,7 @@ from generator.matrix import RowSpec
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "oom", "killed", "timeout", "error")
+STEP1_PHASES = ("forward", "backward", "optimizer")
 T = TypeVar("T")
 
 
@@ -88,6 +89,12 @@ class Summary:
     def ok(self) -> bool:
         """Whether every repeat finished."""
         return self.status == "ok"
+
+    def step_peaks(self) -> tuple[int, int]:
+        """Whole-process peaks of step 1 (forward, backward, optimizer) and of step 2; 0 where not recorded."""
+        peaks = self.phase_peak_bytes
+        step1 = max((peaks[phase] for phase in STEP1_PHASES if phase in peaks), default=0)
+        return step1, peaks.get("step2", 0)
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,7 @@ class _Table:
                 raise ResultsError(f"{self.path}: [{self.where}] has no {key!r}")
             return default
         value = self.data[key]
-        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise ResultsError(f"{self.path}: [{self.where}] {key} = {value!r} is not of the expected type")
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise ResultsError(f"{self.path}: [{self.where}] {key} = {value} is negative")

@@ -9,9 +9,9 @@ import multiprocessing
 import signal
 import tempfile
 import time
-from multiprocessing import forkserver
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 
 from generator.limits import MemoryLimit, memory_limit
@@ -37,7 +37,8 @@ class Job:
 def job_payload(job: Job) -> dict:
     """The JSON the worker reads."""
     row = {**asdict(job.row), "lora_targets": list(job.row.lora_targets)}
-    return {"row": row, "model": asdict(job.model), "device": job.device, "spawned_at": time.time()}
+    return {"row": row, "row_id": job.row.id, "model": asdict(job.model), "device": job.device,
+            "spawned_at": time.time()}
 
 
 def _read_json(path: Path) -> dict | None:

@@ -20,8 +20,9 @@ from pathlib import Path
 from generator.limits import MemoryLimit
 from generator.peak import PeakMeter
 
-# Test hook: MEMORY_BUDGET_FAULT="raise:backward", "kill:step2" or "hang:forward" makes the worker fail
-# at the start of that phase, so the tests can check each failure status with a real worker.
+# Test hook: MEMORY_BUDGET_FAULT="raise:backward", "kill:step2" or "hang:forward" makes the worker fail at
+# the start of that phase, so the tests can check each failure status with a real worker. A third part names
+# the one row it applies to: "hang:forward:train-b8-s256".
 FAULT_VARIABLE = "MEMORY_BUDGET_FAULT"
 
 
@@ -59,8 +60,8 @@ class Worker:
             self.figures["phase_peak_bytes"][self.phase] = self.meter.peak()
 
     def _maybe_fault(self, phase: str) -> None:
-        action, _, where = self.fault.partition(":")
-        if where != phase:
+        action, where, row_id = [*self.fault.split(":"), "", "", ""][:3]
+        if where != phase or row_id not in ("", self.job["row_id"]):
             return
         if action == "raise":
             raise RuntimeError(f"induced failure in {phase} ({FAULT_VARIABLE})")

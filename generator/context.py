@@ -1,0 +1,470 @@
+"""The page's context: one function turns an environment's rows into frozen, typed values.
+
+Everything the page shows is computed here from the result files (figures, ratios, fits, verdicts) and
+carried as text ready to place; the templates contain no arithmetic and no figures of their own."""
+
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from generator.matrix import RowSpec
+from generator.results import RowResult
+from generator.units import GIB, MIB, format_gib, format_mib, format_size
+
+BYTES_PER_WEIGHT = {"float32": 4, "bfloat16": 2, "float16": 2}
+ADAMW_STATES = 2  # exp_avg and exp_avg_sq, each the size of the trainable parameters
+
+# The worked example's scenario (inputs, not results): a 7-billion-parameter model stored at 2 bytes per
+# weight, on a card with 24 GiB of memory (sold as "24 GB").
+EXAMPLE_PARAMETERS = 7_000_000_000
+EXAMPLE_BYTES_PER_WEIGHT = 2
+EXAMPLE_CARD_BYTES = 24 * GIB
+
+PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
+                "optimizer": "optimizer step 1", "step2": "step 2"}
+PHASE_ORDER = tuple(PHASE_LABELS)
+MODE_LABELS = {"inference": "inference", "train": "training"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A byte count and how the page shows it."""
+
+    n_bytes: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A dimensionless value and how the page shows it."""
+
+    value: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase's peak, net of the imports baseline."""
+
+    name: str
+    label: str
+    net: Figure
+
+
+@dataclass(frozen=True)
+class Component:
+    """One slice of a row's peak: weights, gradients, AdamW state, or activations and the rest."""
+
+    name: str
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class RowView:
+    """A measured row, as the table and charts show it."""
+
+    id: str
+    label: str
+    mode: str
+    batch_size: int
+    seq_len: int
+    tokens: int
+    tokens_text: str
+    dtype: str
+    gradient_checkpointing: bool
+    lora_rank: int
+    memory_limit: str
+    ok: bool
+    status: str
+    status_text: str
+    net: Figure | None
+    peak: Figure | None
+    times_weights: Ratio | None
+    phases: tuple[Phase, ...]
+    components: tuple[Component, ...]
+    trainable_parameters: int
+    wall_seconds: float
+    setup_seconds: float
+    setup_share: Ratio | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two rows side by side and what one is of the other."""
+
+    subject: RowView
+    reference: RowView
+    ratio: Ratio  # subject / reference
+    saving: Ratio  # 1 - subject / reference
+    change: Ratio  # subject / reference - 1, signed: "−36 %" or "+2 %"
+
+
+@dataclass(frozen=True)
+class TokenFit:
+    """Net peak against tokens per step, least squares over plain training rows."""
+
+    per_token: Figure  # slope
+    intercept: Figure
+    r_squared: Ratio
+    rows: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ExampleLine:
+    """One scenario of the worked example: a measured multiplier of the weights, scaled to the example."""
+
+    task: str
+    measured_as: str  # where the multiplier comes from, in words
+    multiplier: Ratio
+    need: Figure
+    fits: bool
+    margin: Figure  # headroom when it fits, shortfall when it does not
+
+
+@dataclass(frozen=True)
+class Example:
+    """The P × bytes-per-weight worked example. Multipliers are the token-independent costs measured in
+    this build, so they carry over to a larger model; activations are reported separately."""
+
+    parameters_text: str
+    bytes_per_weight: int
+    weights: Figure
+    card: Figure
+    lines: tuple[ExampleLine, ...]
+    activations_row: str  # the label of the row whose activations are quoted for scale
+    activations_train: Figure | None  # this model's activations and the rest at batch 8, full training
+    activations_lora: Figure | None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What P parameters cost before any activation: weights, gradients and AdamW state, in fp32."""
+
+    bytes_per_weight: int
+    adamw_states: int
+    weights: Figure
+    gradients: Figure
+    adamw_state: Figure
+    total: Figure
+    total_times_weights: Ratio
+    measured_row: RowView | None
+
+
+@dataclass(frozen=True)
+class CappedRun:
+    """A row run under a memory cap, set against the uncapped row's step peaks (whole-process RSS)."""
+
+    row: RowView
+    cap: str
+    method: str
+    step1_peak: Figure | None
+    step2_peak: Figure | None
+    completed_step1: bool
+    died_in: str
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The bullets of the findings section; None where a row needed for one was not measured or failed."""
+
+    train_vs_inference: Comparison | None
+    train_vs_weights: Ratio | None
+    floor_row: RowView | None
+    floor_vs_weights: Ratio | None
+    same_tokens: Comparison | None
+    checkpointing: Comparison | None
+    half_precision: Comparison | None
+    lora: Comparison | None
+    lora_trainable: str
+    lora_share: str
+    fit: TokenFit | None
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """Everything the templates place."""
+
+    model_name: str
+    model_source: str
+    model_reference: str
+    config_sha256: str
+    parameters: int
+    parameters_text: str
+    environment: dict[str, str]
+    environment_id: str
+    measured_on: str
+    built_on: str
+    baseline: Figure | None
+    rows: tuple[RowView, ...]
+    failed_rows: tuple[RowView, ...]
+    budget: Budget
+    findings: Findings
+    example: Example
+    capped_runs: tuple[CappedRun, ...]
+    peak_method: str
+    setup_share_train_b8: Ratio | None
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def figure(n_bytes: int) -> Figure:
+    """Bytes shown in MiB, the page's unit for measured figures."""
+    return Figure(n_bytes, format_mib(n_bytes))
+
+
+def ratio(value: float) -> Ratio:
+    """'6.8×'."""
+    return Ratio(value, f"{value:.1f}×")
+
+
+def share(value: float) -> Ratio:
+    """'26 %'."""
+    return Ratio(value, f"{value * 100:.0f} %")
+
+
+def row_label(row: RowSpec) -> str:
+    """'training, batch 8 × 256, gradient checkpointing'."""
+    if row.mode == "baseline":
+        return "imports only (baseline)"
+    parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
+    if row.gradient_checkpointing:
+        parts.append("gradient checkpointing")
+    if row.dtype != "float32":
+        parts.append(f"{row.dtype} weights and AdamW state")
+    if row.lora_rank:
+        parts.append(f"LoRA r={row.lora_rank} on {', '.join(row.lora_targets)}")
+    if row.memory_limit_bytes:
+        parts.append(f"capped at {format_size(row.memory_limit_bytes)}")
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------- rows
+
+
+def weight_bytes(parameters: int, dtype: str) -> int:
+    """P × bytes per weight."""
+    return parameters * BYTES_PER_WEIGHT[dtype]
+
+
+def components(result: RowResult, parameters: int) -> tuple[Component, ...]:
+    """Split a row's net peak into what P × bytes predicts and the measured rest."""
+    row, summary = result.row, result.summary
+    per_weight = BYTES_PER_WEIGHT[row.dtype]
+    trainable = result.model.trainable_parameters if row.mode == "train" else 0
+    known = [("weights", weight_bytes(parameters, row.dtype)), ("gradients", trainable * per_weight),
+             ("AdamW state", ADAMW_STATES * trainable * per_weight)]
+    known = [(name, n_bytes) for name, n_bytes in known if n_bytes]
+    rest = max(summary.net_peak_bytes - sum(n for _, n in known), 0)
+    return tuple(Component(name, n_bytes) for name, n_bytes in [*known, ("activations and the rest", rest)])
+
+
+def row_view(result: RowResult, parameters: int) -> RowView:
+    """One row, formatted."""
+    row, summary = result.row, result.summary
+    baseline = summary.baseline_bytes
+    in_order = sorted(summary.phase_peak_bytes.items(),
+                      key=lambda item: PHASE_ORDER.index(item[0]) if item[0] in PHASE_ORDER else len(PHASE_ORDER))
+    phases = tuple(Phase(name, PHASE_LABELS.get(name, name), figure(max(peak - baseline, 0)))
+                   for name, peak in in_order) if summary.ok else ()
+    measured = summary.ok and row.mode != "baseline"
+    setup = summary.startup_seconds + summary.load_seconds
+    failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
+    return RowView(
+        id=row.id, label=row_label(row), mode=row.mode, batch_size=row.batch_size, seq_len=row.seq_len,
+        tokens=row.tokens_per_step, tokens_text=f"{row.tokens_per_step:,}", dtype=row.dtype,
+        gradient_checkpointing=row.gradient_checkpointing,
+        lora_rank=row.lora_rank,
+        memory_limit=format_size(row.memory_limit_bytes) if row.memory_limit_bytes else "",
+        ok=summary.ok, status=summary.status,
+        status_text="ok" if summary.ok else f"{failure}: {summary.detail}" if summary.detail else failure,
+        net=figure(summary.net_peak_bytes) if summary.ok else None,
+        peak=figure(summary.peak_rss_bytes) if summary.ok else None,
+        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, row.dtype)) if measured else None,
+        phases=phases,
+        components=components(result, parameters) if measured else (),
+        trainable_parameters=result.model.trainable_parameters,
+        wall_seconds=summary.wall_seconds, setup_seconds=setup,
+        setup_share=share(setup / summary.wall_seconds) if summary.ok and summary.wall_seconds else None,
+    )
+
+
+# ---------------------------------------------------------------- findings
+
+
+def compare(subject: RowView | None, reference: RowView | None) -> Comparison | None:
+    """subject against reference, if both were measured."""
+    if subject is None or reference is None or subject.net is None or reference.net is None:
+        return None
+    value = subject.net.n_bytes / reference.net.n_bytes
+    change = Ratio(value - 1, f"{(value - 1) * 100:+.0f} %".replace("-", "−"))
+    return Comparison(subject, reference, ratio(value), share(1 - value), change)
+
+
+def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
+    """Least squares of net peak on tokens per step over plain fp32 training rows at one length."""
+    plain = [r for r in rows if r.mode == "train" and r.net and r.dtype == "float32" and r.seq_len == seq_len
+             and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit]
+    if len({r.tokens for r in plain}) < 3:
+        return None
+    x = [r.tokens for r in plain]
+    y = [r.net.n_bytes for r in plain if r.net]
+    slope, intercept = statistics.linear_regression(x, y)
+    r_squared = statistics.correlation(x, y) ** 2
+    return TokenFit(per_token=Figure(round(slope), f"{slope / MIB:.2f} MiB"),
+                    intercept=figure(round(intercept)), r_squared=Ratio(r_squared, f"{r_squared:.3f}"),
+                    rows=tuple(r.id for r in plain))
+
+
+def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | None, seq_len: int) -> Findings:
+    """Every bullet of the findings section."""
+    s = f"s{seq_len}"
+    plain = by_id.get(f"train-b8-{s}")
+    fp32_weights = weight_bytes(parameters, "float32")
+    floor = by_id.get(f"train-b1-{s}")
+    trainable = lora_row.trainable_parameters if lora_row else 0
+    return Findings(
+        train_vs_inference=compare(plain, by_id.get(f"infer-b8-{s}")),
+        train_vs_weights=ratio(plain.net.n_bytes / fp32_weights) if plain and plain.net else None,
+        floor_row=floor if floor and floor.net else None,
+        floor_vs_weights=ratio(floor.net.n_bytes / fp32_weights) if floor and floor.net else None,
+        same_tokens=compare(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
+        checkpointing=compare(by_id.get(f"train-b8-{s}-ckpt"), plain),
+        half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
+        lora=compare(lora_row, plain),
+        lora_trainable=f"{trainable:,}",
+        lora_share=f"{trainable / parameters * 100:.2f} %" if parameters else "",
+        fit=token_fit(list(by_id.values()), seq_len),
+    )
+
+
+def _phase(row: RowView | None, name: str) -> Figure | None:
+    return next((phase.net for phase in row.phases if phase.name == name), None) if row else None
+
+
+def row_label_of(row: RowView | None) -> str:
+    """A row's label, or '' when it was not measured."""
+    return row.label if row else ""
+
+
+def _activations(row: RowView | None) -> Figure | None:
+    rest = next((c.n_bytes for c in row.components if c.name == "activations and the rest"), None) if row else None
+    return figure(rest) if rest is not None else None
+
+
+def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, seq_len: int) -> Example:
+    """The 7B-at-2-bytes scenario. Each multiplier is a token-independent cost of this build ÷ its weights."""
+    weights = EXAMPLE_PARAMETERS * EXAMPLE_BYTES_PER_WEIGHT
+    fp32_weights = weight_bytes(parameters, "float32")
+    inference = _phase(by_id.get(f"infer-b8-s{seq_len}"), "load")
+    lora_row = by_id.get(f"train-b8-s{seq_len}-lora8")
+    adapter = _phase(lora_row, "load")
+    scenarios = [
+        ("run it", "inference row, model built, before any token", inference.n_bytes if inference else 0),
+        ("train all of it", "training's peak at zero tokens: the intercept of the fit above",
+         fit.intercept.n_bytes if fit else 0),
+        ("train a LoRA adapter", "LoRA row, model and adapter built, before any token",
+         adapter.n_bytes if adapter else 0),
+    ]
+    lines = []
+    for task, measured_as, fixed_bytes in scenarios:
+        if not fixed_bytes or not fp32_weights:
+            continue
+        multiplier = fixed_bytes / fp32_weights
+        need = round(weights * multiplier)
+        margin = abs(EXAMPLE_CARD_BYTES - need)
+        lines.append(ExampleLine(task=task, measured_as=measured_as, multiplier=ratio(multiplier),
+                                 need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES,
+                                 margin=Figure(margin, format_gib(margin))))
+    return Example(parameters_text=f"{EXAMPLE_PARAMETERS / 1e9:g} billion",
+                   bytes_per_weight=EXAMPLE_BYTES_PER_WEIGHT, weights=Figure(weights, format_gib(weights)),
+                   card=Figure(EXAMPLE_CARD_BYTES, format_gib(EXAMPLE_CARD_BYTES, 0)), lines=tuple(lines),
+                   activations_row=row_label_of(by_id.get(f"train-b8-s{seq_len}")),
+                   activations_train=_activations(by_id.get(f"train-b8-s{seq_len}")),
+                   activations_lora=_activations(lora_row))
+
+
+def budget(parameters: int, measured_row: RowView | None) -> Budget:
+    """P × bytes for fp32 full training with AdamW."""
+    per_weight = BYTES_PER_WEIGHT["float32"]
+    weights = parameters * per_weight
+    total = weights * (2 + ADAMW_STATES)
+    return Budget(bytes_per_weight=per_weight, adamw_states=ADAMW_STATES, weights=figure(weights),
+                  gradients=figure(weights), adamw_state=figure(ADAMW_STATES * weights),
+                  total=figure(total), total_times_weights=ratio(total / weights), measured_row=measured_row)
+
+
+def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tuple[CappedRun, ...]:
+    """Capped rows next to the step peaks of the same row without a cap."""
+    runs = []
+    for result in results:
+        row = result.row
+        if not row.memory_limit_bytes:
+            continue
+        twin = next((r for r in results if r.row == row.with_limit(0) and r.summary.ok), None)
+        step1, step2 = twin.summary.step_peaks() if twin else (0, 0)
+        reached = result.summary.phase
+        runs.append(CappedRun(
+            row=views[row.id], cap=format_size(row.memory_limit_bytes),
+            method=result.summary.memory_limit_method,
+            step1_peak=figure(step1) if step1 else None, step2_peak=figure(step2) if step2 else None,
+            completed_step1=result.summary.ok or (reached.startswith("step") and reached != "step1"),
+            died_in=PHASE_LABELS.get(reached, reached) if not result.summary.ok else ""))
+    return tuple(runs)
+
+
+# ---------------------------------------------------------------- the page
+
+
+def built_on(results: Sequence[RowResult]) -> str:
+    """The build date: SOURCE_DATE_EPOCH if set, else the newest measurement, so rebuilding changes nothing."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.isdigit():
+        return datetime.fromtimestamp(int(epoch), UTC).date().isoformat()
+    return max(result.measured_at for result in results)[:10]
+
+
+def build_context(results: Sequence[RowResult]) -> PageContext:
+    """Turn one environment's rows into the page's context."""
+    ordered = sorted(results, key=lambda r: (r.row.mode != "baseline", r.row.memory_limit_bytes > 0,
+                                             r.row.mode, r.row.tokens_per_step, r.row.id))
+    modelled = [r for r in ordered if r.row.mode != "baseline" and r.model.parameters]
+    first = modelled[0] if modelled else ordered[0]
+    parameters = max((r.model.parameters - r.model.trainable_parameters if r.row.lora_rank
+                      else r.model.parameters) for r in modelled) if modelled else 0
+    views = {r.row.id: row_view(r, parameters) for r in ordered}
+    uncapped = {row_id: view for row_id, view in views.items() if not view.memory_limit}
+    seq_len = statistics.mode([r.row.seq_len for r in modelled]) if modelled else 0
+    lora_row = next((v for v in uncapped.values() if v.lora_rank and v.ok), None)
+    baseline = next((r for r in ordered if r.row.mode == "baseline" and r.summary.ok), None)
+    environment = first.environment
+    plain = uncapped.get(f"train-b8-s{seq_len}")
+    page_findings = findings(uncapped, parameters, lora_row, seq_len)
+    return PageContext(
+        model_name=first.model.name,
+        model_source=first.model.source,
+        model_reference=first.model.reference,
+        config_sha256=first.model.config_sha256,
+        parameters=parameters,
+        parameters_text=f"{parameters:,}",
+        environment={"Python": environment.python, "torch": environment.torch,
+                     "transformers": environment.transformers, "peft": environment.peft,
+                     "device": environment.device,
+                     "CPU": f"{environment.cpu} ({environment.cpu_count} cores; "
+                            f"{environment.cpu_features or 'no flags read'})",
+                     "memory": format_gib(environment.total_memory_bytes), "OS": environment.os},
+        environment_id=environment.id,
+        measured_on=max(r.measured_at for r in ordered)[:10],
+        built_on=built_on(ordered),
+        baseline=figure(baseline.summary.baseline_bytes) if baseline else None,
+        rows=tuple(view for view in uncapped.values() if view.mode != "baseline"),
+        failed_rows=tuple(view for view in views.values() if not view.ok and not view.memory_limit),
+        budget=budget(parameters, plain),
+        findings=page_findings,
+        example=example(uncapped, page_findings.fit, parameters, seq_len),
+        capped_runs=capped_runs(ordered, views),
+        peak_method=next((r.repeats[0].peak_method for r in ordered if r.repeats), ""),
+        setup_share_train_b8=plain.setup_share if plain else None,
+    )

@@ -1,0 +1,42 @@
+"""Shared fixtures: one real measurement of the default matrix on a tiny Llama config, made once per session."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+TINY_MODEL = TESTS / "tiny-llama.json"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `python -m generator ARGS` in a fresh process, as a user would."""
+    return subprocess.run([sys.executable, "-m", "generator", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def measured_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A measurements folder holding the whole default matrix, measured on the tiny config."""
+    root = tmp_path_factory.mktemp("measurements")
+    result = run_cli("measure", "--model", str(TINY_MODEL), "--repeats", "1", "--output", str(root))
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+@pytest.fixture(scope="session")
+def measured_folder(measured_root: Path) -> Path:
+    """The one environment folder under measured_root."""
+    (folder,) = [path for path in measured_root.iterdir() if path.is_dir()]
+    return folder
+
+
+@pytest.fixture
+def measurements_copy(measured_root: Path, tmp_path: Path) -> Path:
+    """A copy of the measured folder that a test may change."""
+    copy = tmp_path / "measurements"
+    shutil.copytree(measured_root, copy)
+    return copy

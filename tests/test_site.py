@@ -1,0 +1,133 @@
+"""measurements -> context -> pages."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import tomli_w
+from conftest import run_cli
+
+from generator.context import build_context
+from generator.loading import load_environment
+from generator.results import load_file
+from generator.units import format_mib
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def build(measurements: Path, output: Path, *extra: str) -> None:
+    result = run_cli("build", "--measurements", str(measurements), "--output", str(output), *extra)
+    assert result.returncode == 0, result.stderr
+
+
+def test_build_writes_both_pages_and_the_charts(measured_root: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build(measured_root, site)
+    assert sorted(p.name for p in site.iterdir()) == [
+        "fixes.svg", "index.html", "index.md", "memory-by-row.svg", "peak-vs-tokens.svg"]
+    html = (site / "index.html").read_text()
+    markdown = (site / "index.md").read_text()
+    for chart in ("memory-by-row.svg", "peak-vs-tokens.svg", "fixes.svg"):
+        assert chart in markdown and f'src="{chart}"' in html
+        assert (site / chart).read_text().lstrip().startswith("<svg")
+    assert "<table>" in html
+
+
+def test_pages_load_nothing_from_the_network(measured_root: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build(measured_root, site)
+    for page in ("index.md", "index.html"):
+        text = (site / page).read_text()
+        assert "http" not in text, page
+        assert not re.search(r"""(src|href)=["']//""", text), page
+    for chart in site.glob("*.svg"):
+        # An SVG file must name its XML namespaces (http://www.w3.org/...): identifiers, not downloads.
+        urls = set(re.findall(r"https?://[^\s\"'<>)]+", chart.read_text()))
+        assert all(url.startswith("http://www.w3.org/") for url in urls), (chart.name, urls)
+
+
+def test_rebuilding_changes_nothing(measured_root: Path, tmp_path: Path) -> None:
+    build(measured_root, tmp_path / "one")
+    build(measured_root, tmp_path / "two")
+    for page in (tmp_path / "one").iterdir():
+        assert page.read_bytes() == (tmp_path / "two" / page.name).read_bytes(), page.name
+
+
+def test_editing_a_figure_in_a_toml_file_changes_the_page(measurements_copy: Path, tmp_path: Path) -> None:
+    path = next(measurements_copy.glob("*/train-b8-s256.toml"))
+    document = tomllib.loads(path.read_text())
+    old_net = document["result"]["net_peak_bytes"]
+    new_net = old_net + 777 * 2**20
+    document["result"]["net_peak_bytes"] = new_net
+    path.write_text(tomli_w.dumps(document))
+    build(measurements_copy, tmp_path / "site")
+    markdown = (tmp_path / "site" / "index.md").read_text()
+    row_line = next(line for line in markdown.splitlines() if line.startswith("| `train-b8-s256` |"))
+    assert f"| {format_mib(new_net)} |" in row_line
+    assert format_mib(old_net) not in row_line
+    assert f"**{format_mib(new_net)}**" in markdown  # the headline comparison moved too
+
+
+def test_context_figures_come_from_the_files(measured_folder: Path) -> None:
+    results = load_environment(measured_folder)
+    context = build_context(results)
+    by_id = {r.row.id: r for r in results}
+    train, infer = by_id["train-b8-s256"].summary, by_id["infer-b8-s256"].summary
+    comparison = context.findings.train_vs_inference
+    assert comparison is not None
+    assert comparison.ratio.value == train.net_peak_bytes / infer.net_peak_bytes
+    assert context.parameters == by_id["train-b8-s256"].model.parameters
+    weights = context.parameters * 4
+    assert context.findings.train_vs_weights is not None
+    assert context.findings.train_vs_weights.value == train.net_peak_bytes / weights
+    lora = context.findings.lora
+    assert lora is not None and lora.saving.value == 1 - by_id["train-b8-s256-lora8"].summary.net_peak_bytes / (
+        train.net_peak_bytes)
+    assert context.findings.fit is not None and len(context.findings.fit.rows) == 4
+    assert {line.task for line in context.example.lines} == {"run it", "train all of it", "train a LoRA adapter"}
+    assert context.baseline is not None
+    assert context.baseline.n_bytes == by_id["baseline"].summary.baseline_bytes
+
+
+def test_a_failed_row_shows_its_status_not_a_figure(measurements_copy: Path, tmp_path: Path) -> None:
+    path = next(measurements_copy.glob("*/train-b8-s256-ckpt.toml"))
+    document = tomllib.loads(path.read_text())
+    old_figure = format_mib(document["result"]["net_peak_bytes"])
+    document["result"].update(status="oom", phase="step2", detail="RuntimeError: can't allocate memory")
+    path.write_text(tomli_w.dumps(document))
+    build(measurements_copy, tmp_path / "site")
+    markdown = (tmp_path / "site" / "index.md").read_text()
+    row_line = next(line for line in markdown.splitlines() if line.startswith("| `train-b8-s256-ckpt`"))
+    assert "OOM in step 2" in row_line and old_figure not in row_line
+    assert "Gradient checkpointing saves" not in markdown
+    context = build_context(load_environment(path.parent))
+    assert context.findings.checkpointing is None
+    assert [row.id for row in context.failed_rows] == ["train-b8-s256-ckpt"]
+
+
+def test_build_picks_the_newest_environment_or_the_one_named(measurements_copy: Path, tmp_path: Path) -> None:
+    (folder,) = [p for p in measurements_copy.iterdir() if p.is_dir()]
+    older = measurements_copy / "cpu-older-environment"
+    older.mkdir()
+    for path in folder.glob("*.toml"):
+        if path.name.startswith("_"):
+            continue
+        document = tomllib.loads(path.read_text())
+        document["environment"]["id"] = older.name
+        document["measured_at"] = "2000-01-01T00:00:00Z"
+        (older / path.name).write_text(tomli_w.dumps(document))
+    build(measurements_copy, tmp_path / "newest")
+    assert folder.name in (tmp_path / "newest" / "index.md").read_text()
+    build(measurements_copy, tmp_path / "older", "--env", older.name)
+    assert older.name in (tmp_path / "older" / "index.md").read_text()
+
+
+def test_templates_hold_no_typed_in_figures() -> None:
+    typed = re.compile(r"(^|[^#0-9a-zA-Z_.])[0-9]{1,3},[0-9]{3}|(^|[^#0-9a-zA-Z_.-])[0-9]{3,} ?(MB|MiB|GB|GiB|%)")
+    for template in TEMPLATES.glob("*.j2"):
+        assert not typed.search(template.read_text()), template.name
+
+
+def test_loaded_row_round_trips(measured_folder: Path) -> None:
+    result = load_file(measured_folder / "train-b8-s256-lora8.toml")
+    assert result.row.lora_rank == 8 and result.row.lora_targets == ("q_proj", "v_proj")
