@@ -7,7 +7,7 @@ from generator.context import PageContext
 from generator.units import MIB
 
 COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations and the rest"]
-WIDTH = 560
+WIDTH = 680
 
 
 def memory_by_row(context: PageContext) -> alt.Chart:
@@ -59,9 +59,10 @@ def fixes(context: PageContext) -> alt.Chart:
     if not comparisons:
         return alt.Chart(alt.Data(values=[])).mark_bar()
     plain = comparisons[0].reference
-    bars = [{"row": plain.label, "MiB": plain.net.n_bytes / MIB if plain.net else 0, "label": "baseline"}]
+    bars = [{"row": plain.label, "MiB": plain.net.n_bytes / MIB if plain.net else 0,
+             "label": plain.net.text if plain.net else ""}]
     bars += [{"row": c.subject.label, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
-              "label": c.change.text} for c in comparisons]
+              "label": f"{c.subject.net.text if c.subject.net else ''} ({c.change.text})"} for c in comparisons]
     order = [bar["row"] for bar in bars]
     base = alt.Chart(alt.Data(values=bars), title="Three fixes against plain batch-8 training")
     return alt.layer(

@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `memory-budget` and `python -m generator`."""
     from generator.lock import LockedError
     from generator.model_source import ModelError
+    from generator.output import OutputError
     from generator.results import ResultsError
-    from generator.site import OutputError
 
     signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on `kill` as on Ctrl-C
     try:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from generator.matrix import RowSpec
 from generator.results import RowResult
-from generator.units import GIB, MIB, format_gib, format_mib, format_size
+from generator.units import GIB, MIB, format_gib, format_mib
 
 BYTES_PER_WEIGHT = {"float32": 4, "bfloat16": 2, "float16": 2}
 ADAMW_STATES = 2  # exp_avg and exp_avg_sq, each the size of the trainable parameters
@@ -237,7 +237,7 @@ def row_label(row: RowSpec) -> str:
     if row.lora_rank:
         parts.append(f"LoRA r={row.lora_rank} on {', '.join(row.lora_targets)}")
     if row.memory_limit_bytes:
-        parts.append(f"capped at {format_size(row.memory_limit_bytes)}")
+        parts.append(f"capped at {format_mib(row.memory_limit_bytes)}")
     return ", ".join(parts)
 
 
@@ -277,7 +277,7 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         tokens=row.tokens_per_step, tokens_text=f"{row.tokens_per_step:,}", dtype=row.dtype,
         gradient_checkpointing=row.gradient_checkpointing,
         lora_rank=row.lora_rank,
-        memory_limit=format_size(row.memory_limit_bytes) if row.memory_limit_bytes else "",
+        memory_limit=format_mib(row.memory_limit_bytes) if row.memory_limit_bytes else "",
         ok=summary.ok, status=summary.status,
         status_text="ok" if summary.ok else f"{failure}: {summary.detail}" if summary.detail else failure,
         net=figure(summary.net_peak_bytes) if summary.ok else None,
@@ -407,7 +407,7 @@ def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tupl
         step1, step2 = twin.summary.step_peaks() if twin else (0, 0)
         reached = result.summary.phase
         runs.append(CappedRun(
-            row=views[row.id], cap=format_size(row.memory_limit_bytes),
+            row=views[row.id], cap=format_mib(row.memory_limit_bytes),
             method=result.summary.memory_limit_method,
             step1_peak=figure(step1) if step1 else None, step2_peak=figure(step2) if step2 else None,
             completed_step1=result.summary.ok or (reached.startswith("step") and reached != "step1"),

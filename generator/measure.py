@@ -2,9 +2,11 @@
 
 Rows already measured in this environment are skipped unless forced. Each finished row is written at once
 (atomically), so a failure or Ctrl-C later in the matrix loses nothing. A run that measured anything also
-writes `_matrix.toml`: the benchmark of the run itself (server start-up, per-row start-up, load and steps)."""
+appends to `_runs.toml` the benchmark of the run itself: server start-up, matrix wall time, and each row's
+start-up, model construction and step times."""
 
 import time
+import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +21,7 @@ from generator.progress import MatrixDisplay
 from generator.results import ModelInfo, RowResult, load_file, save, summarize, write_atomic
 from generator.runner import DEFAULT_TIMEOUT_SECONDS, Job, WorkerServer, run_repeat
 
-MATRIX_FILE = "_matrix.toml"
+RUNS_FILE = "_runs.toml"
 
 
 @dataclass(frozen=True)
@@ -114,13 +116,13 @@ def run_matrix(request: MeasureRequest, display: MatrixDisplay) -> MatrixReport:
                                      f"in {summary.phase}: {summary.detail}" if summary.phase else summary.detail)
         except KeyboardInterrupt:
             report.interrupted = True
-        write_matrix_benchmark(folder, report, server.start_seconds, time.perf_counter() - started, started_at)
+        record_run(folder, report, server.start_seconds, time.perf_counter() - started, started_at)
     return report
 
 
-def write_matrix_benchmark(folder: Path, report: MatrixReport, server_seconds: float, wall_seconds: float,
-                           started_at: str) -> None:
-    """Record how long the run took and how much of each row was set-up rather than steps."""
+def record_run(folder: Path, report: MatrixReport, server_seconds: float, wall_seconds: float,
+               started_at: str) -> None:
+    """Append this run's timings to _runs.toml: how long it took and how much of each row was set-up."""
     rows = {}
     for result in report.written:
         summary = result.summary
@@ -133,7 +135,7 @@ def write_matrix_benchmark(folder: Path, report: MatrixReport, server_seconds: f
             "wall_seconds": round(summary.wall_seconds, 3),
             "setup_share": round(overhead / summary.wall_seconds, 4) if summary.wall_seconds else 0.0,
         }
-    document = {
+    run = {
         "started_at": started_at,
         "interrupted": report.interrupted,
         "server_start_seconds": round(server_seconds, 3),
@@ -141,4 +143,9 @@ def write_matrix_benchmark(folder: Path, report: MatrixReport, server_seconds: f
         "rows_skipped": report.skipped,
         "rows": rows,
     }
-    write_atomic(folder / MATRIX_FILE, tomli_w.dumps(document))
+    path = folder / RUNS_FILE
+    try:
+        runs = tomllib.loads(path.read_text(encoding="utf-8")).get("runs", []) if path.exists() else []
+    except (OSError, tomllib.TOMLDecodeError):
+        runs = []  # a damaged log is replaced rather than blocking the results it describes
+    write_atomic(path, tomli_w.dumps({"runs": [*runs, run]}))

@@ -3,8 +3,6 @@
 Two phases, as in mkdocs: first load the results and render every file in memory (any error stops here and
 leaves the old site untouched), then write them into a fresh folder that replaces the output folder whole."""
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import jinja2
@@ -13,6 +11,7 @@ from markdown_it import MarkdownIt
 from generator.charts import render_svgs
 from generator.context import PageContext, build_context
 from generator.loading import choose_environment, load_environment
+from generator.output import check_output, write_site
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -31,41 +30,6 @@ def render_pages(context: PageContext, templates: Path = TEMPLATES) -> dict[str,
     html = jinja.get_template("layout.html.j2").render(
         title=jinja2.filters.escape(title), body=body, stylesheet=(templates / "style.css").read_text())
     return {"index.md": markdown, "index.html": html, **render_svgs(context)}
-
-
-class OutputError(ValueError):
-    """An output path that build must not replace."""
-
-
-def check_output(output: Path) -> None:
-    """Refuse to replace a file, or a folder that holds something other than a previous build."""
-    if output.exists() and not output.is_dir():
-        raise OutputError(f"--output {output}: is a file, not a folder")
-    if output.is_dir() and any(output.iterdir()) and not (output / "index.md").is_file():
-        raise OutputError(f"--output {output}: not empty and not a previous build (no index.md); "
-                          "refusing to replace it")
-
-
-def write_site(files: dict[str, str], output: Path) -> list[Path]:
-    """Replace the output folder with exactly these files; a failure leaves the old folder as it was."""
-    check_output(output)
-    output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
-    staging.chmod(0o755)  # mkdtemp makes it private; a site is meant to be served
-    try:
-        for name, text in sorted(files.items()):
-            (staging / name).write_text(text, encoding="utf-8")
-        old = output.with_name(f".{output.name}-old")
-        shutil.rmtree(old, ignore_errors=True)
-        if output.exists():
-            output.rename(old)
-        staging.rename(output)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return [output / name for name in sorted(files)]
 
 
 def build_site(measurements: Path, output: Path, env: str | None = None) -> list[Path]:

@@ -56,7 +56,7 @@ def test_training_needs_more_than_inference(measured_folder: Path) -> None:
 
 
 def test_matrix_run_records_its_own_timing(measured_folder: Path) -> None:
-    benchmark = tomllib.loads((measured_folder / "_matrix.toml").read_text())
+    (benchmark,) = tomllib.loads((measured_folder / "_runs.toml").read_text())["runs"]
     assert benchmark["server_start_seconds"] > 0
     assert set(benchmark["rows"]) == {row.id for row in default_matrix()}
     assert 0 <= benchmark["rows"]["train-b8-s256"]["setup_share"] < 1
@@ -75,5 +75,18 @@ def test_rerun_skips_present_rows_and_force_redoes_them(measurements_copy: Path)
     assert forced.returncode == 0, forced.stderr
     result = load_file(path)
     assert len(result.repeats) == 2
+    runs = tomllib.loads(next(measurements_copy.glob("*/_runs.toml")).read_text())["runs"]
+    assert [list(run["rows"]) for run in runs] == [[row.id for row in default_matrix()], ["train-b1-s256"]]
     assert result.summary.net_peak_bytes in range(
         min(r.net_peak_bytes for r in result.repeats), max(r.net_peak_bytes for r in result.repeats) + 1)
+
+
+def test_measure_does_not_import_the_site_stack() -> None:
+    """`nox -s measure` installs no charting or templating packages, so measure must not import them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from generator.cli import main; main(['measure', '--rows', 'nonsense']); "
+            "print(sorted(m for m in ('altair', 'jinja2', 'markdown_it', 'vl_convert') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
