@@ -144,15 +144,17 @@ def run_probe(args: argparse.Namespace) -> int:
     (row,) = parse_rows([args.row], args.seq, None)
     if args.device == "cuda":
         _require_cuda()
+    model = resolve_model(args.model)
     plan = plan_probe(row, args.output, args.device, args.memory_limit)
     print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
-    request = MeasureRequest(rows=(plan.row,), model=resolve_model(args.model), output=args.output,
-                             device=args.device, repeats=1, force=True, timeout_seconds=args.timeout)
+    request = MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
+                             repeats=1, force=True, timeout_seconds=args.timeout)
     with MatrixDisplay() as display:
         report = run_matrix(request, display)
     if report.interrupted:
         return EXIT_INTERRUPTED
-    print(describe_outcome(report.written[0]), file=sys.stderr)
+    for result in report.written:
+        print(describe_outcome(result), file=sys.stderr)
     return 0
 
 
@@ -172,6 +174,13 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse(message: str) -> int:
+    """Report bad input as one line: characters that would break the line (from the user's input) are escaped."""
+    printable = "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
+    print(f"memory-budget: error: {printable}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -188,11 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return {"measure": run_measure, "probe": run_probe, "build": run_build}[args.command](args)
     except (UsageError, RowError, ModelError, ResultsError, LockedError, OutputError) as error:
-        print(f"memory-budget: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refuse(str(error))
     except OSError as error:
-        print(f"memory-budget: error: {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refuse(f"{error.filename or ''}: {error.strerror or error}")
     except KeyboardInterrupt:
         print("memory-budget: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -282,12 +282,13 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         status_text="ok" if summary.ok else f"{failure}: {summary.detail}" if summary.detail else failure,
         net=figure(summary.net_peak_bytes) if summary.ok else None,
         peak=figure(summary.peak_rss_bytes) if summary.ok else None,
-        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, row.dtype)) if measured else None,
+        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, row.dtype))
+        if measured and parameters else None,
         phases=phases,
         components=components(result, parameters) if measured else (),
         trainable_parameters=result.model.trainable_parameters,
         wall_seconds=summary.wall_seconds, setup_seconds=setup,
-        setup_share=share(setup / summary.wall_seconds) if summary.ok and summary.wall_seconds else None,
+        setup_share=share(setup / summary.wall_seconds) if summary.ok and summary.wall_seconds > 0 else None,
     )
 
 
@@ -298,6 +299,8 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
     """subject against reference, if both were measured."""
     if subject is None or reference is None or subject.net is None or reference.net is None:
         return None
+    if not reference.net.n_bytes:
+        return None
     value = subject.net.n_bytes / reference.net.n_bytes
     change = Ratio(value - 1, f"{(value - 1) * 100:+.0f} %".replace("-", "−"))
     return Comparison(subject, reference, ratio(value), share(1 - value), change)
@@ -307,8 +310,8 @@ def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
     """Least squares of net peak on tokens per step over plain fp32 training rows at one length."""
     plain = [r for r in rows if r.mode == "train" and r.net and r.dtype == "float32" and r.seq_len == seq_len
              and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit]
-    if len({r.tokens for r in plain}) < 3:
-        return None
+    if len({r.tokens for r in plain}) < 3 or len({r.net.n_bytes for r in plain if r.net}) < 2:
+        return None  # a line needs three lengths, and a correlation needs the peaks to differ
     x = [r.tokens for r in plain]
     y = [r.net.n_bytes for r in plain if r.net]
     slope, intercept = statistics.linear_regression(x, y)
@@ -327,9 +330,9 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
     trainable = lora_row.trainable_parameters if lora_row else 0
     return Findings(
         train_vs_inference=compare(plain, by_id.get(f"infer-b8-{s}")),
-        train_vs_weights=ratio(plain.net.n_bytes / fp32_weights) if plain and plain.net else None,
+        train_vs_weights=ratio(plain.net.n_bytes / fp32_weights) if plain and plain.net and fp32_weights else None,
         floor_row=floor if floor and floor.net else None,
-        floor_vs_weights=ratio(floor.net.n_bytes / fp32_weights) if floor and floor.net else None,
+        floor_vs_weights=ratio(floor.net.n_bytes / fp32_weights) if floor and floor.net and fp32_weights else None,
         same_tokens=compare(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
         checkpointing=compare(by_id.get(f"train-b8-{s}-ckpt"), plain),
         half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
@@ -393,7 +396,7 @@ def budget(parameters: int, measured_row: RowView | None) -> Budget:
     total = weights * (2 + ADAMW_STATES)
     return Budget(bytes_per_weight=per_weight, adamw_states=ADAMW_STATES, weights=figure(weights),
                   gradients=figure(weights), adamw_state=figure(ADAMW_STATES * weights),
-                  total=figure(total), total_times_weights=ratio(total / weights), measured_row=measured_row)
+                  total=figure(total), total_times_weights=ratio(2 + ADAMW_STATES), measured_row=measured_row)
 
 
 def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tuple[CappedRun, ...]:

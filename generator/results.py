@@ -17,7 +17,7 @@ import tomli_w
 
 from generator import __version__
 from generator.environment import Environment
-from generator.matrix import RowSpec
+from generator.matrix import DTYPES, MODES, RowError, RowSpec, check_row
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "oom", "killed", "timeout", "error")
@@ -253,9 +253,7 @@ def parse(text: str, path: Path) -> RowResult:
         age = "newer" if version > SCHEMA_VERSION else "older"  # type: ignore[operator]
         raise ResultsError(f"{path}: schema version {version} is {age} than this tool reads "
                            f"({SCHEMA_VERSION}); use the memory-budget release that wrote it")
-    row = _fill(RowSpec, _Table(document.get("row"), "row", path))
-    if row.mode not in ("baseline", "inference", "train"):
-        raise ResultsError(f"{path}: [row] mode {row.mode!r} is not baseline, inference or train")
+    row = _check_row(_fill(RowSpec, _Table(document.get("row"), "row", path)), path)
     if path.suffix == ".toml" and path.stem != row.id:
         raise ResultsError(f"{path}: the file name does not match its row; expected {row.id}.toml")
     result_table = _Table(document.get("result"), "result", path)
@@ -271,6 +269,20 @@ def parse(text: str, path: Path) -> RowResult:
         measured_at=str(top.get("measured_at", str)),
         tool_version=str(top.get("tool_version", str, "")),
     )
+
+
+def _check_row(row: RowSpec, path: Path) -> RowSpec:
+    """Coordinates the tool could have measured: a known mode and dtype, sizes within the matrix's limits."""
+    if row.mode not in MODES.values():
+        raise ResultsError(f"{path}: [row] mode {row.mode!r} is not one of {', '.join(MODES.values())}")
+    if row.dtype not in DTYPES.values():
+        raise ResultsError(f"{path}: [row] dtype {row.dtype!r} is not one of {', '.join(DTYPES.values())}")
+    if row.mode != "baseline":
+        try:
+            check_row(row)
+        except RowError as error:
+            raise ResultsError(f"{path}: [row] {error}") from None
+    return row
 
 
 def _parse_repeats(data: object, path: Path) -> tuple[Repeat, ...]:

@@ -1,0 +1,146 @@
+"""Fuzzing with hypothesis: no TOML file and no command line may produce a traceback."""
+
+import copy
+import tomllib
+from pathlib import Path
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from generator import cli
+from generator.context import build_context
+from generator.loading import result_files
+from generator.results import ResultsError, RowResult, load_file, parse
+
+REPO = Path(__file__).resolve().parent.parent
+VALID_FILE = next(REPO.glob("measurements/*/train-b8-s256.toml"))
+VALID = tomllib.loads(VALID_FILE.read_text())
+PATH = Path("fuzz/train-b8-s256.toml")
+
+scalars = st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1), st.floats(allow_nan=False),
+                    st.text(max_size=20), st.booleans())
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.text(min_size=1, max_size=10), inner, max_size=4), max_leaves=12)
+
+
+def _parse_or_refuse(text: str) -> None:
+    try:
+        assert isinstance(parse(text, PATH), RowResult)
+    except ResultsError as error:
+        assert str(error).startswith(str(PATH))
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=15), values, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_any_toml_document_loads_or_is_refused(document: dict) -> None:
+    _parse_or_refuse(tomli_w.dumps(document))
+
+
+def _paths(document: dict, prefix: tuple = ()) -> list[tuple]:
+    found = []
+    for key, value in document.items():
+        found.append((*prefix, key))
+        if isinstance(value, dict):
+            found.extend(_paths(value, (*prefix, key)))
+        elif isinstance(value, list):
+            found.extend(_paths(dict(enumerate(value)), (*prefix, key)) if value else [])
+    return found
+
+
+ALL_PATHS = _paths(VALID)
+
+
+@given(st.lists(st.tuples(st.sampled_from(ALL_PATHS), st.one_of(st.none(), values)), min_size=1, max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_damaged_result_files_load_or_are_refused(edits: list) -> None:
+    document = copy.deepcopy(VALID)
+    for path, value in edits:
+        parent = document
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            if value is None:
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier edit removed or replaced this path
+    _parse_or_refuse(tomli_w.dumps(document))
+
+
+def _get(document, path: tuple):
+    for key in path:
+        document = document[key]
+    return document
+
+
+LEAF_PATHS = [path for path in ALL_PATHS if not isinstance(_get(VALID, path), dict | list)]
+COMMITTED_ROWS = [load_file(path) for path in result_files(VALID_FILE.parent) if path.name != VALID_FILE.name]
+
+
+def _same_type(value: object) -> st.SearchStrategy:
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.integers(0, 10)
+    if isinstance(value, float):
+        return st.floats(allow_nan=False)
+    return st.text(max_size=12) | st.sampled_from(["ok", "oom", "train", "inference", "baseline", "float16", ""])
+
+
+@st.composite
+def typed_edit(draw: st.DrawFn) -> tuple[tuple, object]:
+    path = draw(st.sampled_from(LEAF_PATHS))
+    return path, draw(_same_type(_get(VALID, path)))
+
+
+@given(st.lists(typed_edit(), min_size=1, max_size=3))
+@settings(max_examples=500, deadline=None)
+def test_plausible_but_wrong_values_load_or_are_refused_and_the_page_still_builds(edits: list) -> None:
+    """Same-typed edits (a string for a string): an unknown dtype, a zero peak, a negative count."""
+    document = copy.deepcopy(VALID)
+    for path, value in edits:
+        _get(document, path[:-1])[path[-1]] = value
+    try:
+        result = parse(tomli_w.dumps(document), VALID_FILE)
+    except ResultsError:
+        return
+    build_context([result, *COMMITTED_ROWS])
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_arbitrary_text_is_refused(text: str) -> None:
+    _parse_or_refuse(text)
+
+
+WORDS = ["measure", "build", "probe", "--rows", "--model", "--seq", "--device", "--repeats", "--force",
+         "--timeout", "--memory-limit", "--output", "--measurements", "--env", "--row", "train-b8", "infer-b1",
+         "baseline", "train-b8-ckpt-bf16-lora4", "0", "-1", "8", "1e9", "3GiB", "cpu", "cuda", "nan", "",
+         "tests/tiny-llama.json", "no/such.json", "org/model"]
+
+
+@pytest.fixture
+def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Valid command lines parse and validate for real, then stop before running workers or writing a site."""
+    from generator import measure, probe, site
+    from generator.measure import MatrixReport
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
+    monkeypatch.setattr(measure, "run_matrix", lambda request, display: MatrixReport(folder=tmp_path))
+    monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None: [])
+    monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
+
+
+@given(argv=st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=12)), max_size=8))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_no_command_line_raises(no_side_effects: None, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    assert code in (0, 1, 2, 130)
+    assert "Traceback" not in captured.err
+    if code == 2:
+        assert len(captured.err.strip().splitlines()) == 1, captured.err
