@@ -1,0 +1,124 @@
+"""Nothing lost, nothing hidden: every failure status from a real worker, caps, interrupts and the lock."""
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import TESTS, TINY_MODEL, run_cli
+
+from generator.results import load_file
+
+WIDE_MODEL = TESTS / "wide-tiny-llama.json"  # P large enough that step 2 needs ~100 MiB more than step 1
+
+
+def measure(output: Path, *rows: str, fault: str = "", extra: tuple[str, ...] = (),
+            model: Path = TINY_MODEL) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMORY_BUDGET_FAULT": fault}
+    return run_cli("measure", "--model", str(model), "--repeats", "1", "--output", str(output),
+                   "--rows", *rows, *extra, env=env)
+
+
+def row_file(output: Path, row_id: str) -> Path:
+    return next(output.glob(f"*/{row_id}.toml"))
+
+
+@pytest.mark.parametrize(("fault", "status", "phase", "detail"), [
+    ("raise:backward:train-b2-s256", "error", "backward", "RuntimeError: induced failure in backward"),
+    ("kill:step2:train-b2-s256", "killed", "step2", "SIGKILL"),
+])
+def test_a_failed_row_is_recorded_and_the_matrix_goes_on(tmp_path: Path, fault: str, status: str, phase: str,
+                                                         detail: str) -> None:
+    result = measure(tmp_path, "train-b1", "train-b2", "train-b4", fault=fault)
+    assert result.returncode == 1
+    failed = load_file(row_file(tmp_path, "train-b2-s256")).summary
+    assert (failed.status, failed.phase) == (status, phase)
+    assert detail in failed.detail
+    assert failed.net_peak_bytes == 0
+    for row_id in ("train-b1-s256", "train-b4-s256"):
+        assert load_file(row_file(tmp_path, row_id)).summary.ok
+    assert f"train-b2-s256: {status} in {phase}" in result.stderr
+    assert "1 failed" in result.stderr
+
+
+def test_a_row_past_its_timeout_is_stopped(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = measure(tmp_path, "train-b1", fault="hang:forward", extra=("--timeout", "4"))
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1
+    summary = load_file(row_file(tmp_path, "train-b1-s256")).summary
+    assert (summary.status, summary.phase) == ("timeout", "forward")
+
+
+def test_a_cap_between_the_step_peaks_lets_step_1_finish_and_kills_step_2(tmp_path: Path) -> None:
+    uncapped = measure(tmp_path, "train-b4-s128", model=WIDE_MODEL)
+    assert uncapped.returncode == 0, uncapped.stderr
+    step1, step2 = load_file(row_file(tmp_path, "train-b4-s128")).summary.step_peaks()
+    assert step2 > step1
+    probe = run_cli("probe", "--model", str(WIDE_MODEL), "--row", "train-b4-s128", "--output", str(tmp_path))
+    assert probe.returncode == 0, probe.stderr
+    capped = load_file(next(tmp_path.glob("*/train-b4-s128-cap*.toml")))
+    assert step1 < capped.row.memory_limit_bytes < step2
+    assert (capped.summary.status, capped.summary.phase) == ("oom", "step2")
+    assert capped.summary.memory_limit_method in ("RLIMIT_DATA", "cgroup v2 memory.max")
+    assert "step 1 completed, then OOM in step2" in probe.stderr
+
+
+def test_a_cap_below_the_model_fails_while_loading(tmp_path: Path) -> None:
+    result = measure(tmp_path, "train-b4-s128", model=WIDE_MODEL, extra=("--memory-limit", "300MiB"))
+    assert result.returncode == 1
+    summary = load_file(row_file(tmp_path, "train-b4-s128-cap300MiB")).summary
+    assert summary.status == "oom" and summary.phase in ("load", "forward")
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_matrix_cleanly(tmp_path: Path) -> None:
+    marker = f"memory-budget-test-{uuid.uuid4()}"
+    env = {**os.environ, "MEMORY_BUDGET_FAULT": "hang:forward:train-b2-s256", "TEST_MARKER": marker}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "generator", "measure", "--model", str(TINY_MODEL), "--repeats", "1",
+         "--output", str(tmp_path), "--rows", "train-b1", "train-b2", "train-b4"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("*/train-b1-s256.toml")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # train-b2 is now hanging in its forward pass
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    folder = next(tmp_path.iterdir())
+    assert load_file(folder / "train-b1-s256.toml").summary.ok
+    assert not (folder / "train-b2-s256.toml").exists() and not (folder / "train-b4-s256.toml").exists()
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+    time.sleep(1)
+    assert _processes_with(marker) == []
+
+
+def test_two_runs_cannot_write_the_same_folder(measurements_copy: Path) -> None:
+    folder = next(p for p in measurements_copy.iterdir() if p.is_dir())
+    before = {p.name: p.read_bytes() for p in folder.glob("*.toml")}
+    with open(folder / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("12345")
+        held.flush()
+        result = measure(measurements_copy, "train-b1", extra=("--force",))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"memory-budget: error: another measure run (pid 12345) is writing to {folder}; wait for it or stop it"]
+    assert {p.name: p.read_bytes() for p in folder.glob("*.toml")} == before
