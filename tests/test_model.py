@@ -63,3 +63,18 @@ def test_resolve_refuses_what_it_cannot_measure(tmp_path) -> None:
     broken.write_text("{not json")
     with pytest.raises(ModelError, match="not a readable JSON config"):
         resolve_model(str(broken))
+
+
+def test_a_local_folder_with_weights_loads_pretrained(tmp_path) -> None:
+    saved = build_model(resolve_model(str(TINY_MODEL)), torch.float32)
+    saved.save_pretrained(tmp_path / "tiny")
+    source = resolve_model(str(tmp_path / "tiny"))
+    assert source.kind == "pretrained" and source.name == "tiny"
+    loaded = build_model(source, torch.float32)
+    for (name, expected), (_, actual) in zip(saved.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(expected, actual), name
+
+
+def test_a_folder_with_only_a_config_builds_random_weights(tmp_path) -> None:
+    (tmp_path / "config.json").write_text(TINY_MODEL.read_text())
+    assert resolve_model(str(tmp_path)).kind == "random-init"
