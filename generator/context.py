@@ -85,6 +85,7 @@ class RowView:
     phases: tuple[Phase, ...]
     components: tuple[Component, ...]
     trainable_parameters: int
+    cuda_reserved: Figure | None  # --device cuda: the caching allocator's peak reserve
     wall_seconds: float
     setup_seconds: float
     setup_share: Ratio | None
@@ -199,6 +200,7 @@ class PageContext:
     baseline: Figure | None
     rows: tuple[RowView, ...]
     failed_rows: tuple[RowView, ...]
+    has_cuda: bool
     budget: Budget
     findings: Findings
     example: Example
@@ -287,6 +289,7 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         phases=phases,
         components=components(result, parameters) if measured else (),
         trainable_parameters=result.model.trainable_parameters,
+        cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
         wall_seconds=summary.wall_seconds, setup_seconds=setup,
         setup_share=share(setup / summary.wall_seconds) if summary.ok and summary.wall_seconds > 0 else None,
     )
@@ -464,6 +467,7 @@ def build_context(results: Sequence[RowResult]) -> PageContext:
         baseline=figure(baseline.summary.baseline_bytes) if baseline else None,
         rows=tuple(view for view in uncapped.values() if view.mode != "baseline"),
         failed_rows=tuple(view for view in views.values() if not view.ok and not view.memory_limit),
+        has_cuda=any(view.cuda_reserved for view in views.values()),
         budget=budget(parameters, plain),
         findings=page_findings,
         example=example(uncapped, page_findings.fit, parameters, seq_len),

@@ -84,6 +84,8 @@ class Summary:
     wall_seconds: float = 0.0
     memory_limit_method: str = ""  # how a cap was applied: "cgroup v2 memory.max" or "RLIMIT_DATA"
     predicted_net_bytes: int = 0  # room for `predict`: 0 means no prediction was made
+    cuda_max_allocated_bytes: int = 0  # --device cuda only: torch.cuda.max_memory_allocated
+    cuda_max_reserved_bytes: int = 0  # --device cuda only: torch.cuda.max_memory_reserved
 
     @property
     def ok(self) -> bool:
@@ -141,6 +143,8 @@ def summarize(repeats: list[Repeat], memory_limit_method: str = "") -> Summary:
         steps_seconds=statistics.median(sum(r.step_seconds) for r in repeats),
         wall_seconds=statistics.median(r.wall_seconds for r in repeats),
         memory_limit_method=memory_limit_method,
+        cuda_max_allocated_bytes=_median_int([r.cuda_max_allocated_bytes for r in repeats]),
+        cuda_max_reserved_bytes=_median_int([r.cuda_max_reserved_bytes for r in repeats]),
     )
 
 

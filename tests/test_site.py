@@ -131,3 +131,16 @@ def test_templates_hold_no_typed_in_figures() -> None:
 def test_loaded_row_round_trips(measured_folder: Path) -> None:
     result = load_file(measured_folder / "train-b8-s256-lora8.toml")
     assert result.row.lora_rank == 8 and result.row.lora_targets == ("q_proj", "v_proj")
+
+
+def test_gpu_figures_get_a_column_only_when_present(measurements_copy: Path, tmp_path: Path) -> None:
+    build(measurements_copy, tmp_path / "cpu")
+    assert "GPU reserved" not in (tmp_path / "cpu" / "index.md").read_text()
+    path = next(measurements_copy.glob("*/train-b8-s256.toml"))
+    document = tomllib.loads(path.read_text())
+    document["result"]["cuda_max_reserved_bytes"] = 3 * 2**30
+    path.write_text(tomli_w.dumps(document))
+    build(measurements_copy, tmp_path / "gpu")
+    row_line = next(line for line in (tmp_path / "gpu" / "index.md").read_text().splitlines()
+                    if line.startswith("| `train-b8-s256` |"))
+    assert "| 3,072 MiB |" in row_line
