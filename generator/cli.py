@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, check_row, select_rows
+from generator.runner import DEFAULT_TIMEOUT_SECONDS
 from generator.units import parse_size
 
 EXIT_FAILED_ROWS = 1
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--repeats", type=_positive_int, default=3,
                          help="fresh processes per row; the row's figure is their median (default: 3)")
     measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
-    measure.add_argument("--timeout", type=_positive_seconds, default=3600.0,
+    measure.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
                          help="seconds before a row's worker is stopped (default: %(default)s)")
     measure.add_argument("--memory-limit", type=_size, metavar="SIZE",
                          help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
@@ -82,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     probe.add_argument("--output", type=Path, default=Path("measurements"),
                        help="measurements folder: where the uncapped row is read and the capped row written")
-    probe.add_argument("--timeout", type=_positive_seconds, default=3600.0)
+    probe.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
+                       help="seconds before the worker is stopped (default: %(default)s)")
 
     build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html")
     build.add_argument("--measurements", type=Path, default=Path("measurements"),

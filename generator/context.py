@@ -376,8 +376,8 @@ def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, se
     ]
     lines = []
     for task, measured_as, fixed_bytes in scenarios:
-        if not fixed_bytes or not fp32_weights:
-            continue
+        if fixed_bytes <= 0 or not fp32_weights:
+            continue  # not measured, or a fit too poor to extrapolate from
         multiplier = fixed_bytes / fp32_weights
         need = round(weights * multiplier)
         margin = abs(EXAMPLE_CARD_BYTES - need)

@@ -33,6 +33,8 @@ class MatrixDisplay:
             console=self.console, disable=not self.live, transient=False,
         )
         self.task: TaskID | None = None
+        self.current_row = ""
+        self.current_estimate = 0.0
         self.done_estimate = 0.0
         self.rows_done = 0
         self.rows_total = 0
