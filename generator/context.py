@@ -162,6 +162,7 @@ class CappedRun:
     method: str
     step1_peak: Figure | None
     step2_peak: Figure | None
+    peak_reached: Figure | None  # the capped process's peak before it failed (whole process)
     completed_step1: bool
     died_in: str
 
@@ -416,6 +417,7 @@ def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tupl
             row=views[row.id], cap=format_mib(row.memory_limit_bytes),
             method=result.summary.memory_limit_method,
             step1_peak=figure(step1) if step1 else None, step2_peak=figure(step2) if step2 else None,
+            peak_reached=figure(result.summary.peak_rss_bytes) if result.summary.peak_rss_bytes else None,
             completed_step1=result.summary.ok or (reached.startswith("step") and reached != "step1"),
             died_in=PHASE_LABELS.get(reached, reached) if not result.summary.ok else ""))
     return tuple(runs)

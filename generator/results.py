@@ -129,8 +129,9 @@ def summarize(repeats: list[Repeat], memory_limit_method: str = "") -> Summary:
         first = failed[0]
         return Summary(status=first.status, phase=first.phase, detail=first.detail,
                        peak_rss_bytes=first.peak_rss_bytes, baseline_bytes=first.baseline_bytes,
-                       phase_peak_bytes=dict(first.phase_peak_bytes), wall_seconds=first.wall_seconds,
-                       memory_limit_method=memory_limit_method)
+                       phase_peak_bytes=dict(first.phase_peak_bytes), startup_seconds=first.startup_seconds,
+                       load_seconds=first.load_seconds, steps_seconds=sum(first.step_seconds),
+                       wall_seconds=first.wall_seconds, memory_limit_method=memory_limit_method)
     phases = list(repeats[0].phase_peak_bytes)
     return Summary(
         status="ok",

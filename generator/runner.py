@@ -134,15 +134,23 @@ class WorkerProcess:
             return _repeat_from_figures(figures, wall)
         phase, code = self.phase(), self.process.exitcode
         if timed_out:
-            detail = f"no result after {self.timeout_seconds:g} s"
-            return Repeat(status="timeout", phase=phase, detail=detail, wall_seconds=wall)
-        if self.limit is not None and self.limit.oom_killed():
-            detail = "killed by the cgroup's OOM killer"
-            return Repeat(status="oom", phase=phase, detail=detail, wall_seconds=wall)
-        if code is not None and code < 0:
-            return Repeat(status="killed", phase=phase, detail=signal.Signals(-code).name, wall_seconds=wall)
-        detail = _last_log_line(Path(self.paths["log"])) or f"exit status {code} without a result"
-        return Repeat(status="error", phase=phase, detail=detail, wall_seconds=wall)
+            status, detail = "timeout", f"no result after {self.timeout_seconds:g} s"
+        elif self.limit is not None and self.limit.oom_killed():
+            status, detail = "oom", "killed by the cgroup's OOM killer"
+        elif code is not None and code < 0:
+            status, detail = "killed", signal.Signals(-code).name
+        else:
+            status = "error"
+            detail = _last_log_line(Path(self.paths["log"])) or f"exit status {code} without a result"
+        return Repeat(status=status, phase=phase, detail=detail, wall_seconds=wall, **self._peaks_so_far())
+
+    def _peaks_so_far(self) -> dict:
+        """The peaks of the phases the worker completed before it died, from its last state file."""
+        state = _read_json(Path(self.paths["state"])) or {}
+        peaks = state.get("phase_peak_bytes", {})
+        baseline = state.get("baseline_bytes", 0)
+        return {"baseline_bytes": baseline, "phase_peak_bytes": peaks,
+                "peak_rss_bytes": max([baseline, *peaks.values()])}
 
 
 def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,

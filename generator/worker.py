@@ -50,7 +50,9 @@ class Worker:
         self._close_phase()
         self.phase = phase
         self.meter.reset()
-        write_json_atomic(self.state_path, {"phase": phase, "since": time.time()})
+        write_json_atomic(self.state_path, {  # what the parent keeps if this process is killed
+            "phase": phase, "since": time.time(), "baseline_bytes": self.figures.get("baseline_bytes", 0),
+            "phase_peak_bytes": self.figures["phase_peak_bytes"]})
         self._maybe_fault(phase)
 
     def _close_phase(self) -> None:
@@ -71,7 +73,8 @@ class Worker:
             time.sleep(3600)
 
     def finish(self) -> dict:
-        """Close the last phase and return the figures of a finished row."""
+        """Close the last phase and return the figures so far: all of them for a finished row, the peaks
+        reached before the failure for a failed one."""
         self._close_phase()
         phase_peaks = self.figures["phase_peak_bytes"].values()
         self.figures["peak_rss_bytes"] = max([self.figures["baseline_bytes"], *phase_peaks, self.meter.peak()])
@@ -189,8 +192,9 @@ def child_main(job: dict, paths: dict[str, str], limit: MemoryLimit | None) -> N
             figures.update(cuda_figures())
         figures.update(status="ok", phase="", detail="")
     except Exception as error:  # the row failed: report it, the parent carries on
-        figures = {**worker.figures, "status": failure_status(error), "phase": worker.phase,
-                   "detail": last_line(error)}
-        print(f"row failed in {worker.phase}: {figures['detail']}", file=sys.stderr, flush=True)
+        failed_in = worker.phase
+        figures = {**worker.finish(), "status": failure_status(error), "phase": failed_in,
+                   "detail": last_line(error)}  # finish() keeps the peaks reached before the failure
+        print(f"row failed in {failed_in}: {figures['detail']}", file=sys.stderr, flush=True)
     write_json_atomic(Path(paths["result"]), figures)
     sys.exit(0 if figures["status"] == "ok" else 1)
