@@ -70,9 +70,10 @@ def test_a_cap_between_the_step_peaks_lets_step_1_finish_and_kills_step_2(tmp_pa
     seen = (f"cap {capped.row.memory_limit_bytes >> 20} MiB between {step1 >> 20} and {step2 >> 20} MiB; "
             f"capped run's phases {dict((k, v >> 20) for k, v in capped.summary.phase_peak_bytes.items())}")
     assert (capped.summary.status, capped.summary.phase) == ("oom", "step2"), seen
-    # How far it got: its own step-1 phases are recorded, and it never held more than the cap.
+    # How far it got: its own step-1 phases are recorded, and it died short of the uncapped step-2 peak.
+    # (Not "below the cap": RLIMIT_DATA bounds data, and library pages faulted in later still add to RSS.)
     assert {"forward", "backward", "optimizer"} <= set(capped.summary.phase_peak_bytes)
-    assert 0 < capped.summary.peak_rss_bytes <= capped.row.memory_limit_bytes
+    assert 0 < capped.summary.peak_rss_bytes < step2, seen
     assert capped.summary.memory_limit_method in ("RLIMIT_DATA", "cgroup v2 memory.max")
     assert "step 1 completed, then OOM in step2" in probe.stderr
 
