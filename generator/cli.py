@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, check_row, select_rows
+from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, select_rows
 from generator.runner import DEFAULT_TIMEOUT_SECONDS
 from generator.units import parse_size
 
@@ -101,10 +101,7 @@ def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) 
         raise RowError("--rows names no row")
     rows = select_rows(split, seq_len)
     if memory_limit:
-        rows = [row.with_limit(memory_limit) for row in rows]
-    for row in rows:
-        if row.mode != "baseline":
-            check_row(row)
+        rows = [row.with_limit(memory_limit) for row in rows]  # parse_row has checked everything else
     return tuple(rows)
 
 

@@ -273,7 +273,6 @@ def row_view(result: RowResult, parameters: int) -> RowView:
     phases = tuple(Phase(name, PHASE_LABELS.get(name, name), figure(max(peak - baseline, 0)))
                    for name, peak in in_order) if summary.ok else ()
     measured = summary.ok and row.mode != "baseline"
-    setup = summary.startup_seconds + summary.load_seconds
     failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
     return RowView(
         id=row.id, label=row_label(row), mode=row.mode, batch_size=row.batch_size, seq_len=row.seq_len,
@@ -291,8 +290,8 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         components=components(result, parameters) if measured else (),
         trainable_parameters=result.model.trainable_parameters,
         cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
-        wall_seconds=summary.wall_seconds, setup_seconds=setup,
-        setup_share=share(setup / summary.wall_seconds) if summary.ok and summary.wall_seconds > 0 else None,
+        wall_seconds=summary.wall_seconds, setup_seconds=summary.setup_seconds,
+        setup_share=share(summary.setup_share) if summary.ok and summary.setup_share is not None else None,
     )
 
 

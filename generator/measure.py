@@ -126,14 +126,13 @@ def record_run(folder: Path, report: MatrixReport, server_seconds: float, wall_s
     rows = {}
     for result in report.written:
         summary = result.summary
-        overhead = summary.startup_seconds + summary.load_seconds
         rows[result.row.id] = {
             "status": summary.status,
             "startup_seconds": round(summary.startup_seconds, 3),
             "load_seconds": round(summary.load_seconds, 3),
             "steps_seconds": round(summary.steps_seconds, 3),
             "wall_seconds": round(summary.wall_seconds, 3),
-            "setup_share": round(overhead / summary.wall_seconds, 4) if summary.wall_seconds else 0.0,
+            "setup_share": round(summary.setup_share, 4) if summary.setup_share is not None else 0.0,
         }
     run = {
         "started_at": started_at,

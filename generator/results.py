@@ -92,6 +92,16 @@ class Summary:
         """Whether every repeat finished."""
         return self.status == "ok"
 
+    @property
+    def setup_seconds(self) -> float:
+        """Start-up plus model construction: the part of a row that is not its steps."""
+        return self.startup_seconds + self.load_seconds
+
+    @property
+    def setup_share(self) -> float | None:
+        """Set-up as a share of the row's wall time; None when no wall time was recorded."""
+        return self.setup_seconds / self.wall_seconds if self.wall_seconds > 0 else None
+
     def step_peaks(self) -> tuple[int, int]:
         """Whole-process peaks of step 1 (forward, backward, optimizer) and of step 2; 0 where not recorded."""
         peaks = self.phase_peak_bytes

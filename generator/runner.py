@@ -115,10 +115,13 @@ class WorkerProcess:
         """Whether the worker has not exited yet."""
         return self.process.exitcode is None
 
+    def state(self) -> dict:
+        """What the worker last said: its phase and the peaks of the phases it finished ({} before it spoke)."""
+        return _read_json(Path(self.paths["state"])) or {}
+
     def phase(self) -> str:
         """The phase the worker said it entered last ('imports' before it said anything)."""
-        state = _read_json(Path(self.paths["state"]))
-        return state["phase"] if state else "imports"
+        return self.state().get("phase", "imports")
 
     def stop(self) -> None:
         """End the worker and wait for it, so it leaves nothing running."""
@@ -132,7 +135,7 @@ class WorkerProcess:
         figures = _read_json(Path(self.paths["result"]))
         if figures is not None and not timed_out:
             return _repeat_from_figures(figures, wall)
-        phase, code = self.phase(), self.process.exitcode
+        state, code = self.state(), self.process.exitcode
         if timed_out:
             status, detail = "timeout", f"no result after {self.timeout_seconds:g} s"
         elif self.limit is not None and self.limit.oom_killed():
@@ -142,15 +145,10 @@ class WorkerProcess:
         else:
             status = "error"
             detail = _last_log_line(Path(self.paths["log"])) or f"exit status {code} without a result"
-        return Repeat(status=status, phase=phase, detail=detail, wall_seconds=wall, **self._peaks_so_far())
-
-    def _peaks_so_far(self) -> dict:
-        """The peaks of the phases the worker completed before it died, from its last state file."""
-        state = _read_json(Path(self.paths["state"])) or {}
-        peaks = state.get("phase_peak_bytes", {})
-        baseline = state.get("baseline_bytes", 0)
-        return {"baseline_bytes": baseline, "phase_peak_bytes": peaks,
-                "peak_rss_bytes": max([baseline, *peaks.values()])}
+        peaks, baseline = state.get("phase_peak_bytes", {}), state.get("baseline_bytes", 0)
+        return Repeat(status=status, phase=state.get("phase", "imports"), detail=detail, wall_seconds=wall,
+                      baseline_bytes=baseline, phase_peak_bytes=peaks,  # the phases it finished before dying
+                      peak_rss_bytes=max([baseline, *peaks.values()]))
 
 
 def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,

@@ -192,9 +192,8 @@ def child_main(job: dict, paths: dict[str, str], limit: MemoryLimit | None) -> N
             figures.update(cuda_figures())
         figures.update(status="ok", phase="", detail="")
     except Exception as error:  # the row failed: report it, the parent carries on
-        failed_in = worker.phase
-        figures = {**worker.finish(), "status": failure_status(error), "phase": failed_in,
+        figures = {**worker.finish(), "status": failure_status(error), "phase": worker.phase,
                    "detail": last_line(error)}  # finish() keeps the peaks reached before the failure
-        print(f"row failed in {failed_in}: {figures['detail']}", file=sys.stderr, flush=True)
+        print(f"row failed in {worker.phase}: {figures['detail']}", file=sys.stderr, flush=True)
     write_json_atomic(Path(paths["result"]), figures)
     sys.exit(0 if figures["status"] == "ok" else 1)
