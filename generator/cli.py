@@ -6,6 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
+from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, select_rows
 from generator.runner import DEFAULT_TIMEOUT_SECONDS
 from generator.units import parse_size
@@ -124,8 +125,8 @@ def run_measure(args: argparse.Namespace) -> int:
           f"-> {report.folder}", file=sys.stderr)
     for result in report.failed:
         summary = result.summary
-        print(f"  {result.row.id}: {summary.status} in {summary.phase or 'start-up'}: {summary.detail}",
-              file=sys.stderr)
+        print(plain_terminal_text(f"  {result.row.id}: {summary.status} in {summary.phase or 'start-up'}: "
+                                  f"{summary.detail}"), file=sys.stderr)
     if report.interrupted:
         print("interrupted: the running row was stopped and not written; finished rows are kept",
               file=sys.stderr)
@@ -153,7 +154,7 @@ def run_probe(args: argparse.Namespace) -> int:
     if report.interrupted:
         return EXIT_INTERRUPTED
     for result in report.written:
-        print(describe_outcome(result), file=sys.stderr)
+        print(plain_terminal_text(describe_outcome(result)), file=sys.stderr)
     return 0
 
 
@@ -175,8 +176,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def _refuse(message: str) -> int:
     """Report bad input as one line: characters that would break the line (from the user's input) are escaped."""
-    printable = "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
-    print(f"memory-budget: error: {printable}", file=sys.stderr)
+    print(f"memory-budget: error: {plain_terminal_text(message)}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 

@@ -188,6 +188,7 @@ class Findings:
 class PageContext:
     """Everything the templates place."""
 
+    title: str
     model_name: str
     model_source: str
     model_reference: str
@@ -450,6 +451,7 @@ def build_context(results: Sequence[RowResult]) -> PageContext:
     plain = uncapped.get(f"train-b8-s{seq_len}")
     page_findings = findings(uncapped, parameters, lora_row, seq_len)
     return PageContext(
+        title=f"It runs, so why won't it train? Peak memory of {first.model.name}",
         model_name=first.model.name,
         model_source=first.model.source,
         model_reference=first.model.reference,

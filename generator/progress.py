@@ -16,6 +16,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from generator.escaping import plain_terminal_text, terminal_text
 from generator.units import format_mib
 
 HEARTBEAT_SECONDS = 60.0
@@ -49,8 +50,9 @@ class MatrixDisplay:
         self.progress.__exit__(*exc)  # type: ignore[arg-type]
 
     def log(self, message: str) -> None:
-        """A line that stays above the bar (or in the log)."""
-        self.console.print(message, highlight=False)
+        """A line that stays above the bar (or in the log). It may hold values from files or the command line
+        (a model's name, a failure's detail), so it is printed as text: no rich markup, no control codes."""
+        self.console.print(plain_terminal_text(message), highlight=False, markup=False)
 
     def start(self, total_estimate: float, rows_total: int) -> None:
         """Begin a run of rows_total rows expected to take total_estimate seconds."""
@@ -65,7 +67,8 @@ class MatrixDisplay:
     def phase(self, phase: str, elapsed: float) -> None:
         """Called several times a second while a row runs."""
         if self.task is not None:
-            self.progress.update(self.task, description=f"{self.current_row} · {phase} · {elapsed:,.0f} s",
+            description = terminal_text(f"{self.current_row} · {phase} · {elapsed:,.0f} s")
+            self.progress.update(self.task, description=description,
                                  completed=self.done_estimate + min(elapsed, self.current_estimate * 0.95))
         if self.live:
             return

@@ -1,0 +1,140 @@
+"""Values from result files and configs are data: they never become markup in the pages, the charts or the
+terminal, and they still read literally."""
+
+import tomllib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import tomli_w
+from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from rich.console import Console
+
+from generator.context import build_context
+from generator.escaping import markdown_code, markdown_text, terminal_text
+from generator.loading import load_environment
+from generator.site import markdown_to_html, render_markdown
+
+PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<iframe src=javascript:alert(3)>",
+            "<svg onload=alert(4)>", "[x](javascript:alert(5))", "[red]x[/red]"]
+HOSTILE = " ".join(PAYLOADS)
+# Tags the article itself produces; anything else in the rendered HTML came from a value.
+ARTICLE_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "p", "ul", "ol",
+                "li", "strong", "em", "code", "pre", "table", "thead", "tbody", "tr", "th", "td", "img", "a",
+                "br", "hr", "nav", "footer", "header", "figure", "figcaption", "details", "summary", "section",
+                "div", "span", "small", "blockquote"}
+
+
+class _Page(HTMLParser):
+    """The tags, attributes and visible text of a page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    @property
+    def visible(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def assert_no_markup_from_values(html: str) -> _Page:
+    page = _Page(html)
+    for tag, attrs in page.tags:
+        assert tag in ARTICLE_TAGS, (tag, attrs)
+        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
+        for name in ("href", "src"):
+            target = (attrs.get(name) or "").strip().lower()
+            assert not target.startswith(("javascript:", "data:", "vbscript:")), (tag, attrs)
+        if tag == "img":
+            assert attrs["src"].endswith(".svg") and "/" not in attrs["src"], attrs
+    return page
+
+
+def poison(folder: Path) -> None:
+    """Put the payloads in every place a value from a file reaches the page."""
+    for path in folder.glob("*.toml"):
+        if path.name.startswith("_"):
+            continue
+        document = tomllib.loads(path.read_text())
+        document["model"]["name"] = f"tiny_*model* {HOSTILE}"
+        document["model"]["reference"] = f"{HOSTILE}.json"
+        document["environment"]["cpu"] = f"CPU {HOSTILE}"
+        if path.stem == "train-b8-s256-ckpt":
+            document["result"].update(status="oom", phase="step2",
+                                      detail=f"RuntimeError: [enforce fail at alloc_cpu.cpp:127] {HOSTILE}")
+        path.write_text(tomli_w.dumps(document))
+
+
+def test_hostile_values_are_text_in_every_output(measurements_copy: Path, tmp_path: Path) -> None:
+    (folder,) = [p for p in measurements_copy.iterdir() if p.is_dir()]
+    poison(folder)
+    site = tmp_path / "site"
+    result = run_cli("build", "--measurements", str(measurements_copy), "--output", str(site))
+    assert result.returncode == 0, result.stderr
+    html = (site / "index.html").read_text()
+    page = assert_no_markup_from_values(html)
+    for payload in PAYLOADS:
+        assert page.visible.count(payload) >= 4, payload  # title, heading, text, CPU, failure detail
+    assert "[enforce fail at alloc_cpu.cpp:127]" in page.visible and "tiny_*model*" in page.visible
+    # The Markdown twin, rendered as a code host would, with raw HTML allowed: still no markup from values.
+    markdown = (site / "index.md").read_text()
+    as_host = MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+    for payload in PAYLOADS:
+        assert payload in _Page(as_host).visible, payload
+    assert_no_markup_from_values(as_host)
+    for chart in site.glob("*.svg"):
+        text = chart.read_text().lower()
+        assert "<script" not in text and "onerror" not in text and "onload" not in text and "<iframe" not in text
+
+
+def test_ordinary_text_reads_the_same(measured_folder: Path) -> None:
+    context = build_context(load_environment(measured_folder))
+    page = _Page(render_markdown(context)["index.html"])
+    assert context.model_name in page.visible
+    for text in ["q_proj", "1.5×", "−36 %", "A100-SXM4-80GB", "[enforce fail at alloc_cpu.cpp:127]", "a*b*c"]:
+        assert _Page(markdown_to_html(markdown_text(text))).visible == text
+
+
+def test_terminal_text_neither_restyles_nor_hides() -> None:
+    console = Console(record=True, width=200, force_terminal=True)
+    console.print(terminal_text("[red]x[/red] [bold]y \x1b[2Jz\rw"))
+    assert console.export_text().strip() == "[red]x[/red] [bold]y \\x1b[2Jz\\rw"
+
+
+VALUE = st.lists(st.sampled_from(list("<>[]()`*_!|&#-=+.:;/\\ \n\tabcxyz019\"'") + PAYLOADS),
+                 max_size=20).map("".join)
+
+
+@given(name=VALUE, reference=VALUE, cpu=VALUE, detail=VALUE)
+@settings(max_examples=60, deadline=None)
+def test_any_value_renders_as_its_own_text(measured_folder: Path, name: str, reference: str, cpu: str,
+                                           detail: str) -> None:
+    from dataclasses import replace
+
+    results = load_environment(measured_folder)
+    results = [replace(r, model=replace(r.model, name=name, reference=reference),
+                       environment=replace(r.environment, cpu=cpu),
+                       summary=replace(r.summary, status="error", phase="forward", detail=detail)
+                       if r.row.id == "train-b1-s256" else r.summary) for r in results]
+    pages = render_markdown(build_context(results))
+    visible = assert_no_markup_from_values(pages["index.html"]).visible
+    for value in (name, reference, cpu, detail):
+        assert " ".join(value.split()) in visible
+    assert_no_markup_from_values(MarkdownIt("commonmark", {"html": True}).enable("table").render(pages["index.md"]))
+
+
+@given(VALUE)
+@settings(max_examples=200, deadline=None)
+def test_code_spans_hold_any_value(value: str) -> None:
+    visible = _Page(markdown_to_html(markdown_code(value))).visible
+    assert visible == " ".join(value.split())
