@@ -4,6 +4,8 @@ Virtualenvs are reused between runs (a second run installs nothing new), and eve
 positional arguments through: `nox -s measure -- --rows train-b8 --force`.
 """
 
+import os
+
 import nox
 
 nox.options.reuse_venv = "yes"
@@ -24,6 +26,33 @@ def measure(session: nox.Session) -> None:
     session.run("memory-budget", "measure", *session.posargs)
 
 
+# The releases the versions page compares. 4.57.6 is the last 4.x; 5.22.0 is the release a well-known write-up
+# of this experiment used; 5.24.0 is the newest here. peft 0.21.2 works with all three.
+TRANSFORMERS_RELEASES = ["4.57.6", "5.22.0", "5.24.0"]
+
+
+@nox.session
+@nox.parametrize("transformers", TRANSFORMERS_RELEASES)
+def measure_versions(session: nox.Session, transformers: str) -> None:
+    """Measure the default matrix under one transformers release, in its own virtualenv and environment folder.
+
+    `nox -s "measure_versions(transformers='4.57.6')"`. torch stays at the pinned version unless
+    MEMORY_BUDGET_TORCH names another (cheap where pip need not download a CUDA build); MEMORY_BUDGET_PEFT
+    picks peft likewise. posargs go to `memory-budget measure`. A release that cannot run a row records it as
+    failed, with the reason."""
+    session.install(f"torch=={os.environ.get('MEMORY_BUDGET_TORCH', TORCH.split('==')[1])}")
+    session.install("-e", ".[measure]")
+    session.install(f"transformers=={transformers}", f"peft=={os.environ.get('MEMORY_BUDGET_PEFT', '0.21.2')}")
+    session.run("memory-budget", "measure", *session.posargs)
+
+
+@nox.session
+def diff(session: nox.Session) -> None:
+    """Compare two environments' rows: `nox -s diff -- BEFORE AFTER [--format md|json] [--threshold 2%]`."""
+    session.install("-e", ".")
+    session.run("memory-budget", "diff", *session.posargs)
+
+
 @nox.session
 def build(session: nox.Session) -> None:
     """Build site/index.md, site/index.html and the charts from measurements/ (posargs go to `build`)."""
@@ -41,6 +70,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Check style and common bugs with ruff."""
-    session.install("ruff")
+    """Check style and common bugs with ruff, and types with mypy (settings in pyproject.toml)."""
+    session.install("ruff", "mypy", "-e", ".[site]")
     session.run("ruff", "check", ".", *session.posargs)
+    session.run("mypy")

@@ -1,5 +1,7 @@
 """The page's three charts, drawn with Altair from the context and rendered offline to SVG by vl-convert."""
 
+from typing import Any
+
 import altair as alt
 import vl_convert
 
@@ -24,9 +26,9 @@ def memory_by_row(context: PageContext) -> alt.Chart:
     ).properties(width=WIDTH - 200)
 
 
-def peak_vs_tokens(context: PageContext) -> alt.Chart:
+def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     """Net peak against tokens per step, with the least-squares line over plain training rows."""
-    points = [{"tokens": row.tokens, "MiB": row.net.n_bytes / MIB, "row": row.id,
+    points: list[dict[str, Any]] = [{"tokens": row.tokens, "MiB": row.net.n_bytes / MIB, "row": row.id,
                "kind": _token_series(row.mode, row.seq_len, context)}
               for row in context.rows if row.net and row.dtype == "float32"
               and not row.gradient_checkpointing and not row.lora_rank]
@@ -52,7 +54,7 @@ def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
     return "training (fitted)" if seq_len == fit_length else f"training at length {seq_len}"
 
 
-def fixes(context: PageContext) -> alt.Chart:
+def fixes(context: PageContext) -> alt.TopLevelMixin:
     """Plain batch-8 training against the three fixes."""
     found = context.findings
     comparisons = [c for c in (found.checkpointing, found.half_precision, found.lora) if c is not None]
@@ -63,7 +65,7 @@ def fixes(context: PageContext) -> alt.Chart:
              "label": plain.net.text if plain.net else ""}]
     bars += [{"row": c.subject.label, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
               "label": f"{c.subject.net.text if c.subject.net else ''} ({c.change.text})"} for c in comparisons]
-    order = [bar["row"] for bar in bars]
+    order = [str(bar["row"]) for bar in bars]
     base = alt.Chart(alt.Data(values=bars), title="Three fixes against plain batch-8 training")
     return alt.layer(
         base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),

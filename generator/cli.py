@@ -1,4 +1,4 @@
-"""The command line: `memory-budget measure | probe | build`. Parses arguments into typed requests and reports
+"""The command line: `memory-budget measure | probe | build | diff`. Parses arguments into typed requests and reports
 errors as one line on stderr with exit status 2; the work itself lives in measure.py and site.py."""
 
 import argparse
@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     measure.add_argument("--output", type=Path, default=Path("measurements"),
                          help="measurements folder (default: %(default)s)")
-    measure.add_argument("--repeats", type=_positive_int, default=3,
-                         help="fresh processes per row; the row's figure is their median (default: 3)")
+    measure.add_argument("--repeats", type=_positive_int,
+                         help="repeat rounds, each from a fresh worker server; a row's figure is the median "
+                         "(default: 3, and 1 for a row whose first repeat took over 5 minutes)")
     measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
     measure.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
                          help="seconds before a row's worker is stopped (default: %(default)s)")
@@ -90,9 +91,30 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html")
     build.add_argument("--measurements", type=Path, default=Path("measurements"),
                        help="measurements folder (default: %(default)s)")
-    build.add_argument("--env", help="environment folder to build from (default: the newest)")
+    build.add_argument("--env", help="environment to build the article from (default: the newest library versions)")
+    build.add_argument("--model", help="the model whose rows to show (default: the shipped model, or the only one)")
     build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
+
+    diff = commands.add_parser("diff", help="compare one model's rows between two environments")
+    diff.add_argument("before", help="environment folder, or an environment id under --measurements")
+    diff.add_argument("after", help="environment folder, or an environment id under --measurements")
+    diff.add_argument("--measurements", type=Path, default=Path("measurements"),
+                      help="where environment ids are looked up (default: %(default)s)")
+    diff.add_argument("--model", help="as for build")
+    diff.add_argument("--threshold", type=_percentage, metavar="PERCENT",
+                      help="call a change real beyond this, e.g. 2%% (default: each row's noise, at least the floor)")
+    diff.add_argument("--format", choices=("text", "md", "json"), default="text",
+                      help="text (an aligned table), md (for a pull request) or json (default: %(default)s)")
     return parser
+
+
+def _percentage(text: str) -> float:
+    from generator.diff import parse_threshold
+
+    try:
+        return parse_threshold(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) -> tuple[RowSpec, ...]:
@@ -108,7 +130,7 @@ def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) 
 
 def run_measure(args: argparse.Namespace) -> int:
     """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
-    from generator.measure import MeasureRequest, run_matrix
+    from generator.measure import DEFAULT_REPEATS, MeasureRequest, run_matrix
     from generator.model_source import resolve_model
     from generator.progress import MatrixDisplay
 
@@ -116,7 +138,8 @@ def run_measure(args: argparse.Namespace) -> int:
     if args.device == "cuda":
         _require_cuda()
     request = MeasureRequest(rows=rows, model=resolve_model(args.model), output=args.output,
-                             device=args.device, repeats=args.repeats, force=args.force,
+                             device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
+                             repeats_explicit=args.repeats is not None, force=args.force,
                              timeout_seconds=args.timeout)
     with MatrixDisplay() as display:
         report = run_matrix(request, display)
@@ -145,10 +168,10 @@ def run_probe(args: argparse.Namespace) -> int:
     if args.device == "cuda":
         _require_cuda()
     model = resolve_model(args.model)
-    plan = plan_probe(row, args.output, args.device, args.memory_limit)
+    plan = plan_probe(row, args.output, args.device, args.memory_limit, model.name)
     print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
     request = MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
-                             repeats=1, force=True, timeout_seconds=args.timeout)
+                             repeats=1, repeats_explicit=True, force=True, timeout_seconds=args.timeout)
     with MatrixDisplay() as display:
         report = run_matrix(request, display)
     if report.interrupted:
@@ -169,9 +192,32 @@ def run_build(args: argparse.Namespace) -> int:
     """`build`: measurements folder -> site/."""
     from generator.site import build_site
 
-    written = build_site(args.measurements, args.output, args.env)
+    written = build_site(args.measurements, args.output, args.env, args.model)
     print(f"wrote {', '.join(str(path) for path in written)}", file=sys.stderr)
     return 0
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """`diff`: exit 0 when no row got worse beyond its threshold, 1 when one did."""
+    from rich.console import Console
+
+    from generator import store
+    from generator.diff import compare
+    from generator.diff_render import render_json, render_markdown, render_terminal
+
+    sides = [store.select(store.resolve_environment(args.measurements, text), args.model)
+             for text in (args.before, args.after)]
+    comparison = compare(sides[0], sides[1], override=args.threshold)
+    if args.format == "json":
+        sys.stdout.write(render_json(comparison))
+    elif args.format == "md":
+        sys.stdout.write(render_markdown(comparison))
+    else:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=200)  # a log or a pipe: no reason to wrap the table
+        render_terminal(comparison, console)
+    return EXIT_FAILED_ROWS if comparison.worse else 0
 
 
 def _refuse(message: str) -> int:
@@ -194,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on `kill` as on Ctrl-C
     try:
         args = build_parser().parse_args(argv)
-        return {"measure": run_measure, "probe": run_probe, "build": run_build}[args.command](args)
+        commands = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff}
+        return commands[args.command](args)
     except (UsageError, RowError, ModelError, ResultsError, LockedError, OutputError) as error:
         return _refuse(str(error))
     except OSError as error:

@@ -10,6 +10,7 @@ import platform
 import re
 from dataclasses import asdict, dataclass
 from importlib import metadata
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def cuda_device_name() -> str:
 
 def collect_environment(device: str = "cpu") -> Environment:
     """Gather the metadata of this machine for one device."""
-    fields = {
+    fields: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": _version("torch"),
         "transformers": _version("transformers"),

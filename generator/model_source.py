@@ -163,7 +163,7 @@ def _no_init_weights():
     try:
         from transformers.initialization import no_init_weights  # transformers 5
     except ImportError:
-        from transformers.modeling_utils import no_init_weights  # transformers 4
+        from transformers.modeling_utils import no_init_weights  # type: ignore[attr-defined,no-redef]  # 4.x
     return no_init_weights()
 
 

@@ -6,6 +6,7 @@ recorded in this environment: the cap under which a run that survives its first 
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import store
 from generator.environment import collect_environment
 from generator.matrix import RowSpec
 from generator.results import ResultsError, RowResult, load_file
@@ -20,13 +21,14 @@ class ProbePlan:
     reason: str
 
 
-def plan_probe(row: RowSpec, measurements: Path, device: str, memory_limit: int | None) -> ProbePlan:
+def plan_probe(row: RowSpec, measurements: Path, device: str, memory_limit: int | None,
+               model_name: str) -> ProbePlan:
     """Choose the cap: the one given, or the midpoint of the uncapped row's step peaks in this environment."""
     if memory_limit:
         return ProbePlan(row.with_limit(memory_limit), "the cap given")
     if row.mode != "train":
         raise ResultsError(f"probe {row.id}: only training rows have a step 2 to die in; pass --memory-limit")
-    path = measurements / collect_environment(device).id / f"{row.id}.toml"
+    path = store.model_folder(measurements, collect_environment(device).id, model_name) / f"{row.id}.toml"
     if not path.is_file():
         raise ResultsError(f"probe {row.id}: no uncapped result at {path}; measure it first or pass --memory-limit")
     twin = load_file(path)

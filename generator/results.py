@@ -20,6 +20,12 @@ from generator.environment import Environment
 from generator.matrix import DTYPES, MODES, RowError, RowSpec, check_row
 
 SCHEMA_VERSION = 1
+# The measuring method, as asv versions a benchmark: bumped whenever the harness changes what a figure means,
+# so `measure` re-measures older rows instead of skipping them and `diff` refuses to compare across methods.
+#   1: every repeat of a run forked from one worker server (files without the key).
+#   2: each repeat round from its own freshly started server, so repeats are independent; RssAnon and
+#      RssFile recorded at the end of each phase.
+METHOD_VERSION = 2
 STATUSES = ("ok", "oom", "killed", "timeout", "error")
 STEP1_PHASES = ("forward", "backward", "optimizer")
 T = TypeVar("T")
@@ -52,6 +58,8 @@ class Repeat:
     baseline_bytes: int = 0
     peak_rss_bytes: int = 0
     phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
+    phase_rss_anon_bytes: Mapping[str, int] = field(default_factory=dict)  # RssAnon at each phase's end
+    phase_rss_file_bytes: Mapping[str, int] = field(default_factory=dict)  # RssFile: library pages
     startup_seconds: float = 0.0
     load_seconds: float = 0.0
     step_seconds: tuple[float, ...] = ()
@@ -66,6 +74,15 @@ class Repeat:
         """Peak minus the imports' baseline, measured in the same process."""
         return max(self.peak_rss_bytes - self.baseline_bytes, 0)
 
+    @classmethod
+    def from_figures(cls, figures: Mapping[str, object], **overrides: object) -> "Repeat":
+        """The typed side of the worker's result file: its keys are this class's field names, so a new
+        figure is one field here and one assignment in the worker."""
+        values = {spec.name: figures[spec.name] for spec in fields(cls) if spec.name in figures}
+        if "step_seconds" in values:
+            values["step_seconds"] = tuple(values["step_seconds"])  # type: ignore[arg-type]
+        return cls(**{**values, **overrides})  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -77,7 +94,12 @@ class Summary:
     peak_rss_bytes: int = 0
     baseline_bytes: int = 0
     net_peak_bytes: int = 0
+    net_peak_min_bytes: int = 0  # the spread of the independent repeats
+    net_peak_max_bytes: int = 0
+    repeats_note: str = ""  # why a row has fewer repeats than asked for, if it does
     phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
+    phase_rss_anon_bytes: Mapping[str, int] = field(default_factory=dict)
+    phase_rss_file_bytes: Mapping[str, int] = field(default_factory=dict)
     startup_seconds: float = 0.0
     load_seconds: float = 0.0
     steps_seconds: float = 0.0
@@ -121,6 +143,7 @@ class RowResult:
     measured_at: str
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION
+    method_version: int = METHOD_VERSION
 
     @property
     def file_name(self) -> str:
@@ -132,7 +155,12 @@ def _median_int(values: list[int]) -> int:
     return int(statistics.median(values))
 
 
-def summarize(repeats: list[Repeat], memory_limit_method: str = "") -> Summary:
+def _median_map(maps: list[Mapping[str, int]]) -> dict[str, int]:
+    keys = [key for key in maps[0] if all(key in m for m in maps)] if maps else []
+    return {key: _median_int([m[key] for m in maps]) for key in keys}
+
+
+def summarize(repeats: list[Repeat], memory_limit_method: str = "", repeats_note: str = "") -> Summary:
     """Medians of the finished repeats; a row with any failed repeat takes that failure's status."""
     failed = [repeat for repeat in repeats if repeat.status != "ok"]
     if failed:
@@ -142,13 +170,16 @@ def summarize(repeats: list[Repeat], memory_limit_method: str = "") -> Summary:
                        phase_peak_bytes=dict(first.phase_peak_bytes), startup_seconds=first.startup_seconds,
                        load_seconds=first.load_seconds, steps_seconds=sum(first.step_seconds),
                        wall_seconds=first.wall_seconds, memory_limit_method=memory_limit_method)
-    phases = list(repeats[0].phase_peak_bytes)
+    nets = [r.net_peak_bytes for r in repeats]
     return Summary(
         status="ok",
         peak_rss_bytes=_median_int([r.peak_rss_bytes for r in repeats]),
         baseline_bytes=_median_int([r.baseline_bytes for r in repeats]),
-        net_peak_bytes=_median_int([r.net_peak_bytes for r in repeats]),
-        phase_peak_bytes={p: _median_int([r.phase_peak_bytes.get(p, 0) for r in repeats]) for p in phases},
+        net_peak_bytes=_median_int(nets), net_peak_min_bytes=min(nets), net_peak_max_bytes=max(nets),
+        repeats_note=repeats_note,
+        phase_peak_bytes=_median_map([r.phase_peak_bytes for r in repeats]),
+        phase_rss_anon_bytes=_median_map([r.phase_rss_anon_bytes for r in repeats]),
+        phase_rss_file_bytes=_median_map([r.phase_rss_file_bytes for r in repeats]),
         startup_seconds=statistics.median(r.startup_seconds for r in repeats),
         load_seconds=statistics.median(r.load_seconds for r in repeats),
         steps_seconds=statistics.median(sum(r.step_seconds) for r in repeats),
@@ -177,6 +208,7 @@ def to_toml(result: RowResult) -> str:
     row = {**asdict(result.row), "id": result.row.id, "lora_targets": list(result.row.lora_targets)}
     document = {
         "schema_version": result.schema_version,
+        "method_version": result.method_version,
         "tool_version": result.tool_version,
         "measured_at": result.measured_at,
         "row": row,
@@ -272,7 +304,7 @@ def parse(text: str, path: Path) -> RowResult:
     if path.suffix == ".toml" and path.stem != row.id:
         raise ResultsError(f"{path}: the file name does not match its row; expected {row.id}.toml")
     result_table = _Table(document.get("result"), "result", path)
-    summary = _fill(Summary, result_table, {"phase_peak_bytes": result_table.byte_map("phase_peak_bytes")})
+    summary = _fill(Summary, result_table, _byte_maps(Summary, result_table))
     if summary.status not in STATUSES:
         raise ResultsError(f"{path}: [result] status {summary.status!r} is not one of {', '.join(STATUSES)}")
     return RowResult(
@@ -283,7 +315,13 @@ def parse(text: str, path: Path) -> RowResult:
         repeats=_parse_repeats(document.get("repeats", []), path),
         measured_at=str(top.get("measured_at", str)),
         tool_version=str(top.get("tool_version", str, "")),
+        method_version=int(top.get("method_version", int, 1)),  # type: ignore[call-overload]
     )
+
+
+def _byte_maps(cls: type, table: "_Table") -> dict[str, object]:
+    """The {phase: bytes} tables of a dataclass, read from a TOML table (absent ones are empty)."""
+    return {spec.name: table.byte_map(spec.name) for spec in fields(cls) if spec.type == Mapping[str, int]}
 
 
 def _check_row(row: RowSpec, path: Path) -> RowSpec:
@@ -309,7 +347,7 @@ def _parse_repeats(data: object, path: Path) -> tuple[Repeat, ...]:
         steps = table.get("step_seconds", list, [])
         if not all(isinstance(s, int | float) and not isinstance(s, bool) for s in steps):  # type: ignore[attr-defined]
             raise ResultsError(f"{path}: [repeats.{index}] step_seconds must be numbers")
-        overrides = {"phase_peak_bytes": table.byte_map("phase_peak_bytes"),
+        overrides = {**_byte_maps(Repeat, table),
                      "step_seconds": tuple(float(s) for s in steps)}  # type: ignore[attr-defined]
         repeats.append(_fill(Repeat, table, overrides))
     return tuple(repeats)

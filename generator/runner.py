@@ -56,24 +56,10 @@ def _last_log_line(log_path: Path) -> str:
     return lines[-1] if lines else ""
 
 
-def _repeat_from_figures(figures: dict, wall_seconds: float) -> Repeat:
-    return Repeat(
-        status=figures["status"], phase=figures.get("phase", ""), detail=figures.get("detail", ""),
-        peak_method=figures.get("peak_method", ""),
-        baseline_bytes=figures.get("baseline_bytes", 0), peak_rss_bytes=figures.get("peak_rss_bytes", 0),
-        phase_peak_bytes=figures.get("phase_peak_bytes", {}),
-        startup_seconds=figures.get("startup_seconds", 0.0), load_seconds=figures.get("load_seconds", 0.0),
-        step_seconds=tuple(figures.get("step_seconds", ())), wall_seconds=wall_seconds,
-        cuda_max_allocated_bytes=figures.get("cuda_max_allocated_bytes", 0),
-        cuda_max_reserved_bytes=figures.get("cuda_max_reserved_bytes", 0),
-        parameters=figures.get("parameters", 0), trainable_parameters=figures.get("trainable_parameters", 0),
-    )
-
-
 class WorkerServer:
     """The forkserver every row's process is forked from, with torch, transformers and peft imported.
 
-    Starting it costs the imports once per matrix (recorded as `server_start_seconds`); each row then
+    Starting it costs the imports once per repeat round (recorded as `server_start_seconds`); each row then
     starts in a fraction of a second."""
 
     def __init__(self, model: ModelSource) -> None:
@@ -86,6 +72,14 @@ class WorkerServer:
         ready_check.start()  # answered once the server has finished its imports
         ready_check.join()
         self.start_seconds = time.perf_counter() - started
+
+    def stop(self) -> None:
+        """End the server, so that the next WorkerServer imports everything afresh in a new process.
+
+        Children forked from one server inherit its heap byte for byte and come out identical; a fresh server
+        per repeat round makes the repeats as independent as separate runs. multiprocessing has no public way
+        to stop its forkserver; ``_stop`` is the one its own tests use."""
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 
 def _ready() -> None:
@@ -134,7 +128,7 @@ class WorkerProcess:
         wall = self.elapsed
         figures = _read_json(Path(self.paths["result"]))
         if figures is not None and not timed_out:
-            return _repeat_from_figures(figures, wall)
+            return Repeat.from_figures(figures, wall_seconds=wall)
         state, code = self.state(), self.process.exitcode
         if timed_out:
             status, detail = "timeout", f"no result after {self.timeout_seconds:g} s"

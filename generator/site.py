@@ -12,11 +12,12 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from generator import store
 from generator.charts import render_svgs
 from generator.context import PageContext, build_context
 from generator.escaping import markdown_code, markdown_text
-from generator.loading import choose_environment, load_environment
 from generator.output import check_output, write_site
+from generator.results import ResultsError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -55,9 +56,32 @@ def render_pages(context: PageContext, templates: Path = TEMPLATES) -> dict[str,
     return {**render_markdown(context, templates), **render_svgs(context)}
 
 
-def build_site(measurements: Path, output: Path, env: str | None = None) -> list[Path]:
+def choose(measurements: Path, env: str | None, model: str | None) -> store.Selection:
+    """The article's rows: the environment named, else the one with the newest library versions."""
+    if env is not None:
+        return store.select(store.resolve_environment(measurements, env), model)
+    if store.row_files(measurements):  # a single folder of rows
+        return store.select(measurements, model)
+    folders = store.environments(measurements)
+    if not folders:
+        raise ResultsError(f"{measurements}: holds no result files; run `memory-budget measure` first")
+    selections = [_try_select(folder, model) for folder in folders]
+    found = [selection for selection in selections if selection is not None]
+    if not found:
+        return store.select(folders[0], model)  # raises the reason: no such model
+    return store.newest(found)
+
+
+def _try_select(folder: Path, model: str | None) -> store.Selection | None:
+    try:
+        return store.select(folder, model)
+    except store.UnknownModelError:
+        return None
+
+
+def build_site(measurements: Path, output: Path, env: str | None = None, model: str | None = None) -> list[Path]:
     """Load one environment's results, render the pages, then write them."""
     check_output(output)
-    folder = choose_environment(measurements, env)
-    context = build_context(load_environment(folder))
+    selection = choose(measurements, env, model)
+    context = build_context(list(selection.results))
     return write_site(render_pages(context), output)

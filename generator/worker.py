@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from generator.limits import MemoryLimit
-from generator.peak import PeakMeter
+from generator.peak import PeakMeter, status_bytes
 
 # Test hook: MEMORY_BUDGET_FAULT="raise:backward", "kill:step2" or "hang:forward" makes the worker fail at
 # the start of that phase, so the tests can check each failure status with a real worker. A third part names
@@ -43,7 +43,8 @@ class Worker:
         self.meter = PeakMeter()
         self.phase = "imports"
         self.fault = os.environ.get(FAULT_VARIABLE, "")
-        self.figures: dict = {"phase_peak_bytes": {}, "step_seconds": [], "peak_method": self.meter.method}
+        self.figures: dict = {"phase_peak_bytes": {}, "phase_rss_anon_bytes": {}, "phase_rss_file_bytes": {},
+                              "step_seconds": [], "peak_method": self.meter.method}
 
     def enter(self, phase: str) -> None:
         """Record the peak of the phase that ended, start a new one, and tell the parent."""
@@ -60,6 +61,10 @@ class Worker:
             self.figures["baseline_bytes"] = self.meter.peak()
         elif self.meter.per_phase:
             self.figures["phase_peak_bytes"][self.phase] = self.meter.peak()
+            for key, field in (("phase_rss_anon_bytes", "RssAnon"), ("phase_rss_file_bytes", "RssFile")):
+                resident = status_bytes(field)  # heap and tensors, against library pages
+                if resident is not None:
+                    self.figures[key][self.phase] = resident
 
     def _maybe_fault(self, phase: str) -> None:
         action, where, row_id = [*self.fault.split(":"), "", "", ""][:3]

@@ -29,8 +29,9 @@ def measured_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def measured_folder(measured_root: Path) -> Path:
-    """The one environment folder under measured_root."""
-    (folder,) = [path for path in measured_root.iterdir() if path.is_dir()]
+    """The one model folder of the one environment under measured_root."""
+    (environment,) = [path for path in measured_root.iterdir() if path.is_dir()]
+    (folder,) = [path for path in environment.iterdir() if path.is_dir()]
     return folder
 
 

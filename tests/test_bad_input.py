@@ -69,7 +69,9 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _env_folder(measurements: Path) -> Path:
-    return next(p for p in measurements.iterdir() if p.is_dir())
+    """The rows' folder: measurements/<environment>/<model>/."""
+    environment = next(p for p in measurements.iterdir() if p.is_dir())
+    return next(p for p in environment.iterdir() if p.is_dir())
 
 
 def _edit(path: Path, change) -> None:
@@ -95,7 +97,7 @@ def _mixed(m: Path) -> None:
 
 
 def _empty(m: Path) -> None:
-    shutil.rmtree(_env_folder(m))
+    shutil.rmtree(_env_folder(m).parent)
 
 
 @pytest.mark.parametrize(("damage", "expected"), [

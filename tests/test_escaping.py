@@ -14,8 +14,8 @@ from rich.console import Console
 
 from generator.context import build_context
 from generator.escaping import markdown_code, markdown_text, terminal_text
-from generator.loading import load_environment
 from generator.site import markdown_to_html, render_markdown
+from generator.store import load_folder as load_environment
 
 PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<iframe src=javascript:alert(3)>",
             "<svg onload=alert(4)>", "[x](javascript:alert(5))", "[red]x[/red]"]
@@ -62,7 +62,7 @@ def assert_no_markup_from_values(html: str) -> _Page:
 
 def poison(folder: Path) -> None:
     """Put the payloads in every place a value from a file reaches the page."""
-    for path in folder.glob("*.toml"):
+    for path in folder.rglob("*.toml"):
         if path.name.startswith("_"):
             continue
         document = tomllib.loads(path.read_text())

@@ -27,7 +27,7 @@ def measure(output: Path, *rows: str, fault: str = "", extra: tuple[str, ...] = 
 
 
 def row_file(output: Path, row_id: str) -> Path:
-    return next(output.glob(f"*/{row_id}.toml"))
+    return next(output.glob(f"*/*/{row_id}.toml"))
 
 
 @pytest.mark.parametrize(("fault", "status", "phase", "detail"), [
@@ -65,7 +65,7 @@ def test_a_cap_between_the_step_peaks_lets_step_1_finish_and_kills_step_2(tmp_pa
     assert step2 > step1
     probe = run_cli("probe", "--model", str(WIDE_MODEL), "--row", "train-b4-s128", "--output", str(tmp_path))
     assert probe.returncode == 0, probe.stderr
-    capped = load_file(next(tmp_path.glob("*/train-b4-s128-cap*.toml")))
+    capped = load_file(next(tmp_path.glob("*/*/train-b4-s128-cap*.toml")))
     assert step1 < capped.row.memory_limit_bytes < step2
     seen = (f"cap {capped.row.memory_limit_bytes >> 20} MiB between {step1 >> 20} and {step2 >> 20} MiB; "
             f"capped run's phases {dict((k, v >> 20) for k, v in capped.summary.phase_peak_bytes.items())}")
@@ -104,14 +104,14 @@ def test_ctrl_c_stops_the_matrix_cleanly(tmp_path: Path) -> None:
          "--output", str(tmp_path), "--rows", "train-b1", "train-b2", "train-b4"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("*/train-b1-s256.toml")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob("*/*/train-b1-s256.toml")) and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(2)  # train-b2 is now hanging in its forward pass
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
-    folder = next(tmp_path.iterdir())
+    folder = next(next(tmp_path.iterdir()).iterdir())  # measurements/<environment>/<model>/
     assert load_file(folder / "train-b1-s256.toml").summary.ok
     assert not (folder / "train-b2-s256.toml").exists() and not (folder / "train-b4-s256.toml").exists()
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
@@ -120,7 +120,7 @@ def test_ctrl_c_stops_the_matrix_cleanly(tmp_path: Path) -> None:
 
 
 def test_two_runs_cannot_write_the_same_folder(measurements_copy: Path) -> None:
-    folder = next(p for p in measurements_copy.iterdir() if p.is_dir())
+    folder = next(next(p for p in measurements_copy.iterdir() if p.is_dir()).iterdir())
     before = {p.name: p.read_bytes() for p in folder.glob("*.toml")}
     with open(folder / ".lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

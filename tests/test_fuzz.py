@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from generator import cli
 from generator.context import build_context
-from generator.loading import result_files
 from generator.results import ResultsError, RowResult, load_file, parse
+from generator.store import row_files as result_files
 
 REPO = Path(__file__).resolve().parent.parent
 VALID_FILE = next(REPO.glob("measurements/*/train-b8-s256.toml"))

@@ -6,7 +6,7 @@ from pathlib import Path
 from conftest import TINY_MODEL, run_cli
 
 from generator.matrix import DEFAULT_ROWS, default_matrix
-from generator.results import SCHEMA_VERSION, load_file
+from generator.results import METHOD_VERSION, SCHEMA_VERSION, load_file
 
 # LoRA r=8 on q_proj and v_proj of the tiny config: per layer r*(64+64) for q and r*(64+32) for v.
 TINY_LORA_TRAINABLE = 2 * (8 * (64 + 64) + 8 * (64 + 32))
@@ -23,7 +23,8 @@ def test_every_row_is_ok_with_integer_bytes_and_metadata(measured_folder: Path) 
         path = measured_folder / f"{row.id}.toml"
         document = tomllib.loads(path.read_text())
         assert document["schema_version"] == SCHEMA_VERSION
-        assert document["environment"]["id"] == measured_folder.name
+        assert document["environment"]["id"] == measured_folder.parent.name
+        assert document["method_version"] == METHOD_VERSION and measured_folder.name == document["model"]["name"]
         assert {"python", "torch", "transformers", "peft", "cpu", "os", "total_memory_bytes"} <= set(
             document["environment"])
         result = load_file(path)
@@ -63,7 +64,7 @@ def test_matrix_run_records_its_own_timing(measured_folder: Path) -> None:
 
 
 def test_rerun_skips_present_rows_and_force_redoes_them(measurements_copy: Path) -> None:
-    path = next(measurements_copy.glob("*/train-b1-s256.toml"))
+    path = next(measurements_copy.glob("*/*/train-b1-s256.toml"))
     before = path.read_bytes()
     again = run_cli("measure", "--model", str(TINY_MODEL), "--repeats", "1", "--rows", "train-b1",
                     "--output", str(measurements_copy))
@@ -75,7 +76,7 @@ def test_rerun_skips_present_rows_and_force_redoes_them(measurements_copy: Path)
     assert forced.returncode == 0, forced.stderr
     result = load_file(path)
     assert len(result.repeats) == 2
-    runs = tomllib.loads(next(measurements_copy.glob("*/_runs.toml")).read_text())["runs"]
+    runs = tomllib.loads(next(measurements_copy.glob("*/*/_runs.toml")).read_text())["runs"]
     assert [list(run["rows"]) for run in runs] == [[row.id for row in default_matrix()], ["train-b1-s256"]]
     assert result.summary.net_peak_bytes in range(
         min(r.net_peak_bytes for r in result.repeats), max(r.net_peak_bytes for r in result.repeats) + 1)

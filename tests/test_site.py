@@ -8,8 +8,8 @@ import tomli_w
 from conftest import run_cli
 
 from generator.context import build_context
-from generator.loading import load_environment
 from generator.results import load_file
+from generator.store import load_folder as load_environment
 from generator.units import format_mib
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -54,7 +54,7 @@ def test_rebuilding_changes_nothing(measured_root: Path, tmp_path: Path) -> None
 
 
 def test_editing_a_figure_in_a_toml_file_changes_the_page(measurements_copy: Path, tmp_path: Path) -> None:
-    path = next(measurements_copy.glob("*/train-b8-s256.toml"))
+    path = next(measurements_copy.glob("*/*/train-b8-s256.toml"))
     document = tomllib.loads(path.read_text())
     old_net = document["result"]["net_peak_bytes"]
     new_net = old_net + 777 * 2**20
@@ -90,7 +90,7 @@ def test_context_figures_come_from_the_files(measured_folder: Path) -> None:
 
 
 def test_a_failed_row_shows_its_status_not_a_figure(measurements_copy: Path, tmp_path: Path) -> None:
-    path = next(measurements_copy.glob("*/train-b8-s256-ckpt.toml"))
+    path = next(measurements_copy.glob("*/*/train-b8-s256-ckpt.toml"))
     document = tomllib.loads(path.read_text())
     old_figure = format_mib(document["result"]["net_peak_bytes"])
     document["result"].update(status="oom", phase="step2", detail="RuntimeError: can't allocate memory")
@@ -108,8 +108,8 @@ def test_a_failed_row_shows_its_status_not_a_figure(measurements_copy: Path, tmp
 def test_build_picks_the_newest_environment_or_the_one_named(measurements_copy: Path, tmp_path: Path) -> None:
     (folder,) = [p for p in measurements_copy.iterdir() if p.is_dir()]
     older = measurements_copy / "cpu-older-environment"
-    older.mkdir()
-    for path in folder.glob("*.toml"):
+    older.mkdir()  # in the layout before model folders: rows directly in the environment's folder
+    for path in folder.glob("*/*.toml"):
         if path.name.startswith("_"):
             continue
         document = tomllib.loads(path.read_text())
@@ -136,7 +136,7 @@ def test_loaded_row_round_trips(measured_folder: Path) -> None:
 def test_gpu_figures_get_a_column_only_when_present(measurements_copy: Path, tmp_path: Path) -> None:
     build(measurements_copy, tmp_path / "cpu")
     assert "GPU reserved" not in (tmp_path / "cpu" / "index.md").read_text()
-    path = next(measurements_copy.glob("*/train-b8-s256.toml"))
+    path = next(measurements_copy.glob("*/*/train-b8-s256.toml"))
     document = tomllib.loads(path.read_text())
     document["result"]["cuda_max_reserved_bytes"] = 3 * 2**30
     path.write_text(tomli_w.dumps(document))
