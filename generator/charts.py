@@ -7,6 +7,7 @@ import vl_convert
 
 from generator.context import PageContext
 from generator.units import MIB
+from generator.versions import VersionsContext
 
 COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations and the rest"]
 WIDTH = 680
@@ -74,8 +75,26 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     ).properties(width=WIDTH - 240)
 
 
+def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
+    """Each row's change against the newest set-up, one colour per release, with zero marked."""
+    points = [{"release": label, "row": row, "change %": change * 100} for label, row, change in context.changes]
+    rows = list(dict.fromkeys(str(point["row"]) for point in points))
+    dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True).encode(
+        y=alt.Y("row:N", sort=rows, title=None),
+        x=alt.X("change %:Q", title="change of net peak against the newest, %"),
+        color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888").encode(x="x:Q")
+    return alt.layer(zero, dots, title="Net peak by release, against the newest").properties(width=WIDTH - 200)
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    """A chart as SVG text, rendered offline."""
+    return vl_convert.vegalite_to_svg(chart.to_json())
+
+
 def render_svgs(context: PageContext) -> dict[str, str]:
     """Every chart as SVG text, keyed by its file name."""
     charts = {"memory-by-row.svg": memory_by_row(context), "peak-vs-tokens.svg": peak_vs_tokens(context),
               "fixes.svg": fixes(context)}
-    return {name: vl_convert.vegalite_to_svg(chart.to_json()) for name, chart in charts.items()}
+    return {name: to_svg(chart) for name, chart in charts.items()}

@@ -209,6 +209,7 @@ class PageContext:
     capped_runs: tuple[CappedRun, ...]
     peak_method: str
     setup_share_train_b8: Ratio | None
+    versions_page: bool = False  # the site has a page comparing library versions
 
 
 # ---------------------------------------------------------------- formatting

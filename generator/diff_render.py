@@ -26,7 +26,7 @@ def _net(side: Side | None) -> str:
     return f"{format_mib(side.net_bytes)}{spread}"
 
 
-def _cells(row: RowDiff) -> list[str]:
+def cells(row: RowDiff) -> list[str]:
     """One row's cells as plain text, shared by the terminal and Markdown renderers."""
     compared = row.before is not None and row.after is not None and row.threshold_source != ""
     phases = "–"
@@ -70,7 +70,7 @@ def render_terminal(comparison: Comparison, console: Console) -> None:
         column.justify = "right"
     for row in comparison.rows:
         style = "red" if row.verdict in ("more", "failed") else "green" if row.verdict == "less" else ""
-        table.add_row(*[Text(plain_terminal_text(cell)) for cell in _cells(row)], style=style)
+        table.add_row(*[Text(plain_terminal_text(cell)) for cell in cells(row)], style=style)
     console.print(table)
     console.print(Text(_summary(comparison)))
 
@@ -80,9 +80,9 @@ def render_markdown(comparison: Comparison) -> str:
     lines = [markdown_text(line) + "  " for line in _preamble(comparison)]
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * 5 + "---|---|---|"]
     for row in comparison.rows:
-        cells = _cells(row)
-        lines.append("| " + " | ".join([markdown_code(cells[0], table=True),
-                                        *[markdown_text(cell) for cell in cells[1:]]]) + " |")
+        text = cells(row)
+        lines.append("| " + " | ".join([markdown_code(text[0], table=True),
+                                        *[markdown_text(cell) for cell in text[1:]]]) + " |")
     lines += ["", markdown_text(_summary(comparison)), ""]
     return "\n".join(lines)
 

@@ -6,6 +6,7 @@ leaves the old site untouched), then write them into a fresh folder that replace
 Values from result files are data, never markup: the Markdown template escapes every value it places
 (generator/escaping.py), the Markdown is rendered with raw HTML disabled, and the HTML layout autoescapes."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import jinja2
@@ -13,11 +14,12 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from generator import store
-from generator.charts import render_svgs
+from generator.charts import render_svgs, to_svg, versions_chart
 from generator.context import PageContext, build_context
 from generator.escaping import markdown_code, markdown_text
 from generator.output import check_output, write_site
 from generator.results import ResultsError
+from generator.versions import VersionsContext, build_versions
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -38,22 +40,41 @@ def html_environment(templates: Path = TEMPLATES) -> jinja2.Environment:
 
 
 def markdown_to_html(markdown: str) -> str:
-    """CommonMark with tables; raw HTML in the Markdown is shown as text, never passed through."""
-    return MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table").render(markdown)
+    """CommonMark with tables; raw HTML in the Markdown is shown as text, never passed through. Links between
+    the Markdown pages (page.md) point at their HTML twins."""
+    parser = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
+    tokens = parser.parse(markdown)
+    for token in tokens:
+        for child in token.children or ():
+            href = str(child.attrGet("href") or "")
+            if child.type == "link_open" and "/" not in href and href.split("#")[0].endswith(".md"):
+                child.attrSet("href", href.replace(".md", ".html", 1))
+    return parser.renderer.render(tokens, parser.options, {})
+
+
+def render_page(name: str, context: PageContext | VersionsContext, templates: Path = TEMPLATES) -> dict[str, str]:
+    """One page as Markdown (name.md) and as HTML (name.html)."""
+    markdown = markdown_environment(templates).get_template(f"{name}.md.j2").render(context.__dict__)
+    html = html_environment(templates).get_template("layout.html.j2").render(
+        title=context.title, body=Markup(markdown_to_html(markdown)),
+        stylesheet=Markup((templates / "style.css").read_text()))
+    return {f"{name}.md": markdown, f"{name}.html": html}
 
 
 def render_markdown(context: PageContext, templates: Path = TEMPLATES) -> dict[str, str]:
     """The article as Markdown and as HTML, keyed by file name."""
-    markdown = markdown_environment(templates).get_template("index.md.j2").render(context.__dict__)
-    html = html_environment(templates).get_template("layout.html.j2").render(
-        title=context.title, body=Markup(markdown_to_html(markdown)),
-        stylesheet=Markup((templates / "style.css").read_text()))
-    return {"index.md": markdown, "index.html": html}
+    return render_page("index", context, templates)
 
 
-def render_pages(context: PageContext, templates: Path = TEMPLATES) -> dict[str, str]:
+def render_pages(context: PageContext, versions: VersionsContext | None = None,
+                 templates: Path = TEMPLATES) -> dict[str, str]:
     """Every output file's text, keyed by file name: the Markdown, the HTML made from it, and the SVGs."""
-    return {**render_markdown(context, templates), **render_svgs(context)}
+    pages = {**render_markdown(replace(context, versions_page=versions is not None), templates),
+             **render_svgs(context)}
+    if versions is not None:
+        pages.update(render_page("versions", versions, templates))
+        pages["versions.svg"] = to_svg(versions_chart(versions))
+    return pages
 
 
 def choose(measurements: Path, env: str | None, model: str | None) -> store.Selection:
@@ -84,4 +105,11 @@ def build_site(measurements: Path, output: Path, env: str | None = None, model: 
     check_output(output)
     selection = choose(measurements, env, model)
     context = build_context(list(selection.results))
-    return write_site(render_pages(context), output)
+    versions = None if store.row_files(measurements) else build_versions(selection, others(measurements, selection))
+    return write_site(render_pages(context, versions), output)
+
+
+def others(measurements: Path, article: store.Selection) -> list[store.Selection]:
+    """The article's model in every other environment."""
+    found = [_try_select(folder, article.model) for folder in store.environments(measurements)]
+    return [s for s in found if s is not None and s.folder != article.folder]

@@ -1,6 +1,7 @@
 """measurements -> context -> pages."""
 
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -144,3 +145,24 @@ def test_gpu_figures_get_a_column_only_when_present(measurements_copy: Path, tmp
     row_line = next(line for line in (tmp_path / "gpu" / "index.md").read_text().splitlines()
                     if line.startswith("| `train-b8-s256` |"))
     assert "| 3,072 MiB |" in row_line
+
+
+def test_a_second_environment_adds_the_versions_page(measurements_copy: Path, tmp_path: Path) -> None:
+    (folder,) = [p for p in measurements_copy.iterdir() if p.is_dir()]
+    older = measurements_copy / folder.name.replace("-transformers", "-transformers4.57.6-was")
+    shutil.copytree(folder, older)
+    for path in older.glob("*/[!_]*.toml"):
+        document = tomllib.loads(path.read_text())
+        document["environment"].update(id=older.name, transformers="4.57.6")
+        if path.stem == "train-b8-s256":
+            document["result"]["net_peak_bytes"] = int(document["result"]["net_peak_bytes"] * 1.2)
+        path.write_text(tomli_w.dumps(document))
+    build(measurements_copy, tmp_path / "site")
+    site = tmp_path / "site"
+    article, versions = (site / "index.md").read_text(), (site / "versions.md").read_text()
+    assert folder.name in article and "(versions.md)" in article  # the newest release is the article
+    assert 'href="versions.html"' in (site / "index.html").read_text()
+    assert "## transformers 4.57.6 → " in versions
+    row_line = next(line for line in versions.splitlines() if line.startswith("| `train-b8-s256` |"))
+    assert row_line.rstrip(" |").endswith("less") and "−16.7 %" in row_line
+    assert (site / "versions.svg").read_text().lstrip().startswith("<svg")
