@@ -1,5 +1,5 @@
-"""The command line: `memory-budget measure | probe | build | diff`. Parses arguments into typed requests and reports
-errors as one line on stderr with exit status 2; the work itself lives in measure.py and site.py."""
+"""The command line: `memory-budget measure | probe | predict | build | diff`. Parses arguments into typed
+requests and reports errors as one line on stderr with exit status 2; the work itself lives in other modules."""
 
 import argparse
 import signal
@@ -94,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--env", help="environment to build the article from (default: the newest library versions)")
     build.add_argument("--model", help="the model whose rows to show (default: the shipped model, or the only one)")
     build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
+
+    predict = commands.add_parser("predict", help="simulate rows with fake tensors: peak, phase and split")
+    predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
+    predict.add_argument("--model", help="as for measure; any causal LM config, however large")
+    predict.add_argument("--seq", type=_positive_int, default=DEFAULT_SEQ_LEN,
+                         help="sequence length of rows that do not name one (default: %(default)s)")
+    predict.add_argument("--format", choices=("text", "json"), default="text")
+    predict.add_argument("--measurements", type=Path, default=Path("measurements"),
+                         help="where the overhead model is fitted, and --record writes (default: %(default)s)")
+    predict.add_argument("--record", action="store_true",
+                         help="write each prediction into this environment's measured file of its row")
 
     diff = commands.add_parser("diff", help="compare one model's rows between two environments")
     diff.add_argument("before", help="environment folder, or an environment id under --measurements")
@@ -197,6 +208,23 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_predict(args: argparse.Namespace) -> int:
+    """`predict`: simulate, print, and optionally record into the measured rows."""
+    from generator.environment import collect_environment
+    from generator.model_source import resolve_model
+    from generator.predict import overhead_model, predict_rows, record, render_json, render_text
+
+    rows = parse_rows(args.rows, args.seq, None)
+    source = resolve_model(args.model)
+    model = overhead_model(args.measurements, collect_environment().id)
+    predictions = predict_rows(rows, source, model)
+    sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
+    if args.record:
+        written = record(predictions, source, args.measurements)
+        print(f"recorded {len(written)} prediction(s) into {args.measurements}", file=sys.stderr)
+    return 0
+
+
 def run_diff(args: argparse.Namespace) -> int:
     """`diff`: exit 0 when no row got worse beyond its threshold, 1 when one did."""
     from rich.console import Console
@@ -240,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on `kill` as on Ctrl-C
     try:
         args = build_parser().parse_args(argv)
-        commands = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff}
+        commands = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff,
+                    "predict": run_predict}
         return commands[args.command](args)
     except (UsageError, RowError, ModelError, ResultsError, LockedError, OutputError) as error:
         return _refuse(str(error))

@@ -9,18 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from generator.budget import (
+    ADAMW_STATES,
+    BYTES_PER_WEIGHT,
+    EXAMPLE_BYTES_PER_WEIGHT,
+    EXAMPLE_CARD_BYTES,
+    EXAMPLE_PARAMETERS,
+    fixed_costs,
+    per_token_cost,
+    weight_bytes,
+)
 from generator.matrix import RowSpec
 from generator.results import RowResult
-from generator.units import GIB, MIB, format_gib, format_mib
-
-BYTES_PER_WEIGHT = {"float32": 4, "bfloat16": 2, "float16": 2}
-ADAMW_STATES = 2  # exp_avg and exp_avg_sq, each the size of the trainable parameters
-
-# The worked example's scenario (inputs, not results): a 7-billion-parameter model stored at 2 bytes per
-# weight, on a card with 24 GiB of memory (sold as "24 GB").
-EXAMPLE_PARAMETERS = 7_000_000_000
-EXAMPLE_BYTES_PER_WEIGHT = 2
-EXAMPLE_CARD_BYTES = 24 * GIB
+from generator.units import MIB, format_gib, format_mib
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
                 "optimizer": "optimizer step 1", "step2": "step 2"}
@@ -230,8 +231,8 @@ def share(value: float) -> Ratio:
     return Ratio(value, f"{value * 100:.0f} %")
 
 
-def row_label(row: RowSpec) -> str:
-    """'training, batch 8 × 256, gradient checkpointing'."""
+def row_label(row: RowSpec, lora_targets: str = "") -> str:
+    """'training, batch 8 × 256, gradient checkpointing'; LoRA's targets as the row recorded them."""
     if row.mode == "baseline":
         return "imports only (baseline)"
     parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
@@ -240,7 +241,7 @@ def row_label(row: RowSpec) -> str:
     if row.dtype != "float32":
         parts.append(f"{row.dtype} weights and AdamW state")
     if row.lora_rank:
-        parts.append(f"LoRA r={row.lora_rank} on {', '.join(row.lora_targets)}")
+        parts.append(f"LoRA r={row.lora_rank}" + (f" on {', '.join(lora_targets.split())}" if lora_targets else ""))
     if row.memory_limit_bytes:
         parts.append(f"capped at {format_mib(row.memory_limit_bytes)}")
     return ", ".join(parts)
@@ -249,18 +250,11 @@ def row_label(row: RowSpec) -> str:
 # ---------------------------------------------------------------- rows
 
 
-def weight_bytes(parameters: int, dtype: str) -> int:
-    """P × bytes per weight."""
-    return parameters * BYTES_PER_WEIGHT[dtype]
-
-
 def components(result: RowResult, parameters: int) -> tuple[Component, ...]:
     """Split a row's net peak into what P × bytes predicts and the measured rest."""
     row, summary = result.row, result.summary
-    per_weight = BYTES_PER_WEIGHT[row.dtype]
-    trainable = result.model.trainable_parameters if row.mode == "train" else 0
-    known = [("weights", weight_bytes(parameters, row.dtype)), ("gradients", trainable * per_weight),
-             ("AdamW state", ADAMW_STATES * trainable * per_weight)]
+    costs = fixed_costs(parameters, result.model.trainable_parameters, row.dtype, row.mode == "train")
+    known = [("weights", costs.weights), ("gradients", costs.gradients), ("AdamW state", costs.adamw_state)]
     known = [(name, n_bytes) for name, n_bytes in known if n_bytes]
     rest = max(summary.net_peak_bytes - sum(n for _, n in known), 0)
     return tuple(Component(name, n_bytes) for name, n_bytes in [*known, ("activations and the rest", rest)])
@@ -277,7 +271,8 @@ def row_view(result: RowResult, parameters: int) -> RowView:
     measured = summary.ok and row.mode != "baseline"
     failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
     return RowView(
-        id=row.id, label=row_label(row), mode=row.mode, batch_size=row.batch_size, seq_len=row.seq_len,
+        id=row.id, label=row_label(row, summary.lora_targets), mode=row.mode, batch_size=row.batch_size,
+        seq_len=row.seq_len,
         tokens=row.tokens_per_step, tokens_text=f"{row.tokens_per_step:,}", dtype=row.dtype,
         gradient_checkpointing=row.gradient_checkpointing,
         lora_rank=row.lora_rank,
@@ -317,12 +312,11 @@ def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
              and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit]
     if len({r.tokens for r in plain}) < 3 or len({r.net.n_bytes for r in plain if r.net}) < 2:
         return None  # a line needs three lengths, and a correlation needs the peaks to differ
-    x = [r.tokens for r in plain]
-    y = [r.net.n_bytes for r in plain if r.net]
-    slope, intercept = statistics.linear_regression(x, y)
-    r_squared = statistics.correlation(x, y) ** 2
-    return TokenFit(per_token=Figure(round(slope), f"{slope / MIB:.2f} MiB"),
-                    intercept=figure(round(intercept)), r_squared=Ratio(r_squared, f"{r_squared:.3f}"),
+    line = per_token_cost([r.tokens for r in plain], [r.net.n_bytes for r in plain if r.net])
+    if line is None:
+        return None
+    return TokenFit(per_token=Figure(round(line.slope), f"{line.slope / MIB:.2f} MiB"),
+                    intercept=figure(round(line.intercept)), r_squared=Ratio(line.r_squared, f"{line.r_squared:.3f}"),
                     rows=tuple(r.id for r in plain))
 
 

@@ -14,7 +14,6 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
 MODES = {"baseline": "baseline", "infer": "inference", "train": "train"}
 MODE_TOKENS = {name: token for token, name in MODES.items()}
-LORA_TARGETS = ("q_proj", "v_proj")
 DEFAULT_LORA_RANK = 8
 DEFAULT_SEQ_LEN = 256
 STEPS = 2  # AdamW allocates its state on the first update: one step under-reports.
@@ -62,11 +61,6 @@ class RowSpec:
     def tokens_per_step(self) -> int:
         """Batch × sequence length: what drives activation memory."""
         return self.batch_size * self.seq_len
-
-    @property
-    def lora_targets(self) -> tuple[str, ...]:
-        """The modules LoRA adapts, or nothing for full training."""
-        return LORA_TARGETS if self.lora_rank else ()
 
     def with_limit(self, memory_limit_bytes: int) -> "RowSpec":
         """The same row under a memory cap."""

@@ -11,7 +11,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
-_BUILTIN_CONFIGS = {DEFAULT_MODEL.lower(): "smollm2-135m-instruct.json"}
+# name -> file in generator/models/ (where each came from: generator/models/README.md)
+SHIPPED_MODELS = {DEFAULT_MODEL: "smollm2-135m-instruct.json", "gpt2": "gpt2.json",
+                  "Llama-3.2-1B": "llama-3.2-1b.json", "Llama-2-7b": "llama-2-7b.json"}
+_BUILTIN_CONFIGS = {name.lower(): (name, file_name) for name, file_name in SHIPPED_MODELS.items()}
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 
@@ -46,8 +49,7 @@ class ModelSource:
 def resolve_model(text: str | None) -> ModelSource:
     """Turn a --model value into a checked ModelSource, or raise ModelError with a one-line reason."""
     if text is None or text.lower() in _BUILTIN_CONFIGS:
-        name = DEFAULT_MODEL
-        file_name = _BUILTIN_CONFIGS[name.lower()]
+        name, file_name = _BUILTIN_CONFIGS[(text or DEFAULT_MODEL).lower()]
         path = resources.files("generator") / "models" / file_name
         return _from_config_file(Path(str(path)), name, f"{file_name} (shipped with memory-budget)")
     path = Path(text).expanduser()
@@ -120,12 +122,24 @@ def _read_config(path: Path) -> dict:
 
 
 def _check_causal_lm(config: dict, where: str) -> None:
+    from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     model_type = config.get("model_type")
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise ModelError(f"--model {where}: model_type {model_type!r} is not a causal language model "
                          "that transformers knows")
+    fields = {key: value for key, value in config.items() if key != "model_type"}
+    try:
+        AutoConfig.for_model(str(model_type), **fields)
+    except Exception as error:  # transformers and huggingface_hub validate with exceptions of many types
+        raise ModelError(f"--model {where}: transformers cannot build its config ({one_line_error(error)})") from None
+
+
+def one_line_error(error: BaseException) -> str:
+    """'TypeError: the message's last line'."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[-1]}" if lines else type(error).__name__
 
 
 def config_hash(config: dict) -> str:
@@ -146,17 +160,26 @@ def import_model_code(source: ModelSource) -> type:
 
 def build_model(source: ModelSource, dtype):  # -> transformers.PreTrainedModel; imports kept local
     """Build or load the model in the worker, directly in the row's dtype."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     if source.kind == PRETRAINED:
         return AutoModelForCausalLM.from_pretrained(source.location, dtype=dtype)
-    config_dict = json.loads(Path(source.location).read_text(encoding="utf-8"))
-    config = AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
+    config = load_config(source)
     with _no_init_weights():
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.tie_weights()  # skipping the init also skips tying; an untied lm_head would add a whole matrix
     fill_random_weights(model, getattr(config, "initializer_range", 0.02))
     return model
+
+
+def load_config(source: ModelSource):  # -> transformers.PretrainedConfig
+    """The model's transformers config: from the config file, or from the folder or hub id of a pretrained one."""
+    from transformers import AutoConfig
+
+    if source.kind == PRETRAINED:
+        return AutoConfig.from_pretrained(source.location)
+    config_dict = json.loads(Path(source.location).read_text(encoding="utf-8"))
+    return AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
 
 
 def _no_init_weights():

@@ -9,7 +9,7 @@ import statistics
 import tempfile
 import tomllib
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -68,6 +68,7 @@ class Repeat:
     cuda_max_reserved_bytes: int = 0
     parameters: int = 0  # as the worker counted them once the model was built
     trainable_parameters: int = 0
+    lora_targets: str = ""  # the modules LoRA adapted, space-separated: peft's defaults for the architecture
 
     @property
     def net_peak_bytes(self) -> int:
@@ -108,6 +109,7 @@ class Summary:
     predicted_net_bytes: int = 0  # room for `predict`: 0 means no prediction was made
     cuda_max_allocated_bytes: int = 0  # --device cuda only: torch.cuda.max_memory_allocated
     cuda_max_reserved_bytes: int = 0  # --device cuda only: torch.cuda.max_memory_reserved
+    lora_targets: str = ""  # as recorded by the repeats
 
     @property
     def ok(self) -> bool:
@@ -132,6 +134,25 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """What `predict` simulated for a row with fake tensors (generator/simulate.py): tensor storage only.
+    The process peak a machine shows on top of it is modelled at build time (generator/budget.py)."""
+
+    tensor_peak_bytes: int
+    phase: str  # the phase that sets the tensor peak
+    weights_bytes: int  # the split of the peak: parameters,
+    gradients_bytes: int
+    optimizer_bytes: int  # AdamW state,
+    activations_bytes: int  # and activations and temporaries
+    parameters: int
+    trainable_parameters: int
+    method: str
+    seconds: float = 0.0
+    lora_targets: str = ""
+    phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RowResult:
     """Everything one result file holds."""
 
@@ -144,6 +165,7 @@ class RowResult:
     tool_version: str = __version__
     schema_version: int = SCHEMA_VERSION
     method_version: int = METHOD_VERSION
+    prediction: Prediction | None = None  # [prediction]: simulated, never mixed into the measured [result]
 
     @property
     def file_name(self) -> str:
@@ -187,6 +209,7 @@ def summarize(repeats: list[Repeat], memory_limit_method: str = "", repeats_note
         memory_limit_method=memory_limit_method,
         cuda_max_allocated_bytes=_median_int([r.cuda_max_allocated_bytes for r in repeats]),
         cuda_max_reserved_bytes=_median_int([r.cuda_max_reserved_bytes for r in repeats]),
+        lora_targets=repeats[0].lora_targets,
     )
 
 
@@ -205,7 +228,7 @@ def _sorted(value):
 
 def to_toml(result: RowResult) -> str:
     """The file's text: sorted keys, seconds to the millisecond, bytes as integers."""
-    row = {**asdict(result.row), "id": result.row.id, "lora_targets": list(result.row.lora_targets)}
+    row = {**asdict(result.row), "id": result.row.id}
     document = {
         "schema_version": result.schema_version,
         "method_version": result.method_version,
@@ -217,6 +240,8 @@ def to_toml(result: RowResult) -> str:
         "result": asdict(result.summary),
         "repeats": [asdict(repeat) for repeat in result.repeats],
     }
+    if result.prediction is not None:
+        document["prediction"] = asdict(result.prediction)
     return tomli_w.dumps(_sorted(document))
 
 
@@ -305,6 +330,10 @@ def parse(text: str, path: Path) -> RowResult:
         raise ResultsError(f"{path}: the file name does not match its row; expected {row.id}.toml")
     result_table = _Table(document.get("result"), "result", path)
     summary = _fill(Summary, result_table, _byte_maps(Summary, result_table))
+    legacy_targets = document["row"].get("lora_targets")  # files before LoRA targets were recorded per repeat
+    if not summary.lora_targets and isinstance(legacy_targets, list) and all(
+            isinstance(target, str) for target in legacy_targets):
+        summary = replace(summary, lora_targets=" ".join(legacy_targets))
     if summary.status not in STATUSES:
         raise ResultsError(f"{path}: [result] status {summary.status!r} is not one of {', '.join(STATUSES)}")
     return RowResult(
@@ -316,7 +345,15 @@ def parse(text: str, path: Path) -> RowResult:
         measured_at=str(top.get("measured_at", str)),
         tool_version=str(top.get("tool_version", str, "")),
         method_version=int(top.get("method_version", int, 1)),  # type: ignore[call-overload]
+        prediction=_parse_prediction(document, path),
     )
+
+
+def _parse_prediction(document: dict, path: Path) -> Prediction | None:
+    if "prediction" not in document:
+        return None
+    table = _Table(document["prediction"], "prediction", path)
+    return _fill(Prediction, table, _byte_maps(Prediction, table))
 
 
 def _byte_maps(cls: type, table: "_Table") -> dict[str, object]:

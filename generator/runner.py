@@ -36,8 +36,7 @@ class Job:
 
 def job_payload(job: Job) -> dict:
     """The JSON the worker reads."""
-    row = {**asdict(job.row), "lora_targets": list(job.row.lora_targets)}
-    return {"row": row, "row_id": job.row.id, "model": asdict(job.model), "device": job.device,
+    return {"row": asdict(job.row), "row_id": job.row.id, "model": asdict(job.model), "device": job.device,
             "spawned_at": time.time()}
 
 

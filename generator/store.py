@@ -108,6 +108,11 @@ def select(environment: Path, model: str | None) -> Selection:
                      results=tuple(results))
 
 
+def model_names(environment: Path) -> list[str]:
+    """The models measured in an environment."""
+    return sorted(_model_name(load_folder(folder)) for folder in _model_folders(environment))
+
+
 def _model_name(results: list[RowResult]) -> str:
     return next((r.model.name for r in results if r.row.mode != "baseline"), results[0].model.name)
 

@@ -38,7 +38,6 @@ class Worker:
 
     def __init__(self, job: dict, state_path: Path) -> None:
         self.job = job
-        self.row = job["row"]
         self.state_path = state_path
         self.meter = PeakMeter()
         self.phase = "imports"
@@ -87,77 +86,36 @@ class Worker:
 
 
 def run(worker: Worker) -> None:
-    """Import, build, and run the row's steps, entering each phase as it begins."""
-    row = worker.row
+    """Import, build, and run the row's steps (generator/steps.py), entering each phase as it begins."""
     import peft  # noqa: F401  (preloaded by the server: part of every row's baseline)
     import torch
 
-    from generator.model_source import ModelSource, import_model_code
+    from generator.matrix import RowSpec
+    from generator.model_source import ModelSource, build_model, import_model_code
+    from generator.steps import prepare, run_steps
 
-    import_model_code(ModelSource(**worker.job["model"]))
+    row = RowSpec(**worker.job["row"])
+    source = ModelSource(**worker.job["model"])
+    import_model_code(source)
     worker.figures["startup_seconds"] = time.time() - worker.job["spawned_at"]
-    if row["mode"] == "baseline":
+    if row.mode == "baseline":
         return
     worker.enter("load")
     started = time.perf_counter()
-    model, optimizer, batch = build(worker.job, torch)
-    worker.figures["load_seconds"] = time.perf_counter() - started
-    worker.figures["parameters"] = sum(p.numel() for p in model.parameters())
-    worker.figures["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    for step in range(1, row["steps"] + 1):
-        started = time.perf_counter()
-        if row["mode"] == "train":
-            train_step(worker, step, model, optimizer, batch)
-        else:
-            worker.enter("forward" if step == 1 else f"step{step}")
-            with torch.no_grad():
-                model(input_ids=batch)
-        worker.figures["step_seconds"].append(time.perf_counter() - started)
-
-
-def build(job: dict, torch):
-    """The model in the row's dtype and mode, its optimizer (training rows) and a batch of random tokens."""
-    from generator.model_source import ModelSource, build_model
-
-    row = job["row"]
     torch.manual_seed(0)
-    dtype = getattr(torch, row["dtype"])
-    model = build_model(ModelSource(**job["model"]), dtype).to(job["device"])
-    model.config.use_cache = False
-    if row["mode"] != "train":
-        model.eval()
-        optimizer = None
-    else:
-        if row["gradient_checkpointing"]:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if row["lora_rank"]:
-            model = _with_lora(model, row)
-        model.train()
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    vocab_size = model.config.vocab_size
-    batch = torch.randint(0, vocab_size, (row["batch_size"], row["seq_len"]), device=job["device"])
-    return model, optimizer, batch
+    model = build_model(source, getattr(torch, row.dtype)).to(worker.job["device"])
+    prepared = prepare(model, row, worker.job["device"])
+    worker.figures["load_seconds"] = time.perf_counter() - started
+    worker.figures["parameters"] = sum(p.numel() for p in prepared.model.parameters())
+    worker.figures["trainable_parameters"] = sum(p.numel() for p in prepared.model.parameters() if p.requires_grad)
+    worker.figures["lora_targets"] = " ".join(prepared.lora_targets)
+    clock = {"started": time.perf_counter()}
 
+    def step_done() -> None:
+        worker.figures["step_seconds"].append(time.perf_counter() - clock["started"])
+        clock["started"] = time.perf_counter()
 
-def _with_lora(model, row: dict):
-    import peft
-
-    config = peft.LoraConfig(r=row["lora_rank"], lora_alpha=2 * row["lora_rank"], lora_dropout=0.0,
-                             target_modules=list(row["lora_targets"]), task_type="CAUSAL_LM")
-    return peft.get_peft_model(model, config)
-
-
-def train_step(worker: Worker, step: int, model, optimizer, batch) -> None:
-    """One full optimizer step. Step 1 is split into phases; later steps are one phase each."""
-    worker.enter("forward" if step == 1 else f"step{step}")
-    loss = model(input_ids=batch, labels=batch).loss
-    if step == 1:
-        worker.enter("backward")
-    loss.backward()
-    if step == 1:
-        worker.enter("optimizer")
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=False)
+    run_steps(row, prepared, worker.enter, step_done)
 
 
 def failure_status(error: BaseException) -> str:

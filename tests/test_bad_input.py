@@ -141,5 +141,5 @@ def test_build_never_replaces_a_folder_that_is_not_a_site(measured_root: Path, t
 
 
 def test_unknown_subcommand_and_missing_arguments(tmp_path: Path) -> None:
-    assert_refused(run_cli("predict"), "invalid choice")
+    assert_refused(run_cli("forecast"), "invalid choice")
     assert_refused(run_cli(), "required")

@@ -119,19 +119,21 @@ def test_arbitrary_text_is_refused(text: str) -> None:
 WORDS = ["measure", "build", "probe", "--rows", "--model", "--seq", "--device", "--repeats", "--force",
          "--timeout", "--memory-limit", "--output", "--measurements", "--env", "--row", "train-b8", "infer-b1",
          "baseline", "train-b8-ckpt-bf16-lora4", "0", "-1", "8", "1e9", "3GiB", "cpu", "cuda", "nan", "",
-         "tests/tiny-llama.json", "no/such.json", "org/model"]
+         "tests/tiny-llama.json", "no/such.json", "org/model", "diff", "predict", "--format", "json", "md",
+         "--threshold", "2%", "--record", "gpt2", "Llama-2-7b"]
 
 
 @pytest.fixture
 def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Valid command lines parse and validate for real, then stop before running workers or writing a site."""
-    from generator import measure, probe, site
+    from generator import measure, predict, probe, site
     from generator.measure import MatrixReport
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
     monkeypatch.setattr(measure, "run_matrix", lambda request, display: MatrixReport(folder=tmp_path))
-    monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None: [])
+    monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None: [])
+    monkeypatch.setattr(predict, "predict_rows", lambda rows, source, model: [])
     monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
 
 

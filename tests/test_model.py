@@ -10,8 +10,9 @@ import torch
 from conftest import TINY_MODEL
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from generator.matrix import DEFAULT_LORA_RANK, LORA_TARGETS
+from generator.matrix import DEFAULT_LORA_RANK
 from generator.model_source import ModelError, build_model, resolve_model
+from generator.steps import default_lora_targets
 
 SMOLLM2_PARAMETERS = 134_515_008
 SMOLLM2_LORA_TRAINABLE = 460_800
@@ -32,7 +33,7 @@ def test_shipped_config_is_smollm2_135m() -> None:
 
 
 def test_lora_on_q_and_v_trains_460800_parameters() -> None:
-    config = peft.LoraConfig(r=DEFAULT_LORA_RANK, lora_alpha=16, target_modules=list(LORA_TARGETS),
+    config = peft.LoraConfig(r=DEFAULT_LORA_RANK, lora_alpha=16, target_modules=list(default_lora_targets("llama")),
                              task_type="CAUSAL_LM")
     model = peft.get_peft_model(_meta_model(), config)
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == SMOLLM2_LORA_TRAINABLE

@@ -131,7 +131,8 @@ def test_templates_hold_no_typed_in_figures() -> None:
 
 def test_loaded_row_round_trips(measured_folder: Path) -> None:
     result = load_file(measured_folder / "train-b8-s256-lora8.toml")
-    assert result.row.lora_rank == 8 and result.row.lora_targets == ("q_proj", "v_proj")
+    assert result.row.lora_rank == 8 and result.summary.lora_targets == "q_proj v_proj"
+    assert all(repeat.lora_targets == "q_proj v_proj" for repeat in result.repeats)
 
 
 def test_gpu_figures_get_a_column_only_when_present(measurements_copy: Path, tmp_path: Path) -> None:

@@ -1,0 +1,110 @@
+"""`predict`: each row's memory by simulation (generator/simulate.py), with the process peak this machine is
+expected to show on top of the tensors, modelled from the measured rows that carry predictions.
+
+`--record` writes each prediction into the row's result file of this environment, in its own [prediction]
+table, so that the page can set predicted beside measured."""
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from generator import store
+from generator.budget import ProcessModel, process_model
+from generator.environment import collect_environment
+from generator.escaping import plain_terminal_text
+from generator.matrix import RowSpec
+from generator.model_source import ModelSource
+from generator.results import Prediction, ResultsError, RowResult, load_file, save
+from generator.simulate import simulate
+from generator.units import format_mib
+
+
+@dataclass(frozen=True)
+class RowPrediction:
+    """A row, its simulation, and the process peak expected on this kind of machine (net of imports)."""
+
+    row: RowSpec
+    prediction: Prediction
+    peak_bytes: int
+
+
+def measured_pairs(results: list[RowResult]) -> list[tuple[int, int]]:
+    """(tensor peak, measured net peak) of every finished, uncapped row that carries a prediction."""
+    return [(r.prediction.tensor_peak_bytes, r.summary.net_peak_bytes) for r in results
+            if r.prediction is not None and r.summary.ok and r.row.mode != "baseline"
+            and not r.row.memory_limit_bytes]
+
+
+def overhead_model(measurements: Path, environment_id: str) -> ProcessModel:
+    """The overhead fitted on every model's predicted rows of this environment, else of the newest one."""
+    try:
+        folders = store.environments(measurements)
+    except ResultsError:
+        folders = []
+    ordered = sorted(folders, key=lambda folder: folder.name != environment_id)
+    for folder in ordered:
+        results = [r for model in store.model_names(folder) for r in store.select(folder, model).results]
+        pairs = measured_pairs(results)
+        if len(pairs) >= 3:
+            models = sorted({r.model.name for r in results if r.prediction is not None})
+            return process_model(pairs, f"{len(pairs)} measured rows of {', '.join(models)} in {folder.name}")
+    return process_model([], "")
+
+
+def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel) -> list[RowPrediction]:
+    """Simulate each row (the baseline has nothing to simulate)."""
+    predictions = []
+    for row in rows:
+        if row.mode == "baseline":
+            continue
+        prediction = simulate(row, source)
+        predictions.append(RowPrediction(row, prediction, model.expected(prediction.tensor_peak_bytes)))
+    return predictions
+
+
+def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path) -> list[Path]:
+    """Write each prediction into this environment's measured file of its row, if there is one."""
+    folder = store.model_folder(measurements, collect_environment().id, source.name)
+    written = []
+    for item in predictions:
+        path = folder / f"{item.row.id}.toml"
+        if not path.is_file():
+            continue
+        result = load_file(path)
+        if result.model.config_sha256 != source.config_sha256:
+            raise ResultsError(f"{path}: measured another config of {source.name}; not recording into it")
+        save(replace(result, prediction=item.prediction), folder)
+        written.append(path)
+    return written
+
+
+def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
+    """Two lines a row, then the overhead model."""
+    lines = []
+    for item in predictions:
+        p = item.prediction
+        lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected process peak (net of imports), "
+                     f"set in {p.phase}; tensor peak {format_mib(p.tensor_peak_bytes)} ({p.seconds:.1f} s)")
+        lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
+                     f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
+                     f"{format_mib(p.activations_bytes)}")
+    lines.append(describe_model(model))
+    return plain_terminal_text("\n".join(lines)).replace("\\n", "\n") + "\n"
+
+
+def describe_model(model: ProcessModel) -> str:
+    """The overhead model in words."""
+    if not model.rows or model.source.startswith("no overhead"):
+        return "process peak = tensor peak: no measured rows with predictions to model the overhead on"
+    return (f"process peak = tensor peak × {1 + model.proportional:.3f} {model.fixed / 2**20:+,.0f} MiB, "
+            f"fitted on {model.source}")
+
+
+def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
+    """One object per row."""
+    rows = [{"row": item.row.id, "peak_bytes": item.peak_bytes,
+             "tensor_peak_bytes": item.prediction.tensor_peak_bytes, "phase": item.prediction.phase,
+             **{key: value for key, value in asdict(item.prediction).items() if key not in ("tensor_peak_bytes",
+                                                                                         "phase")},
+             "process_model": describe_model(model)} for item in predictions]
+    return json.dumps(rows, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,102 @@
+"""One definition of a row's work, driven by two callers through a phase callback:
+
+- the worker (generator/worker.py), with real tensors, whose callback reads the process's peak;
+- the simulator (generator/simulate.py), with fake tensors, whose callback reads the live tensor storages.
+
+``prepare`` turns a built model into the row's model, optimizer and batch; ``run_steps`` runs the row's two
+steps, calling ``on_phase(name)`` as each phase begins: forward, backward and optimizer for step 1, then
+step2 (inference rows: forward, then step2)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from generator.matrix import RowSpec
+
+PhaseCallback = Callable[[str], None]
+
+
+class LoraTargetError(ValueError):
+    """A LoRA row on an architecture peft names no default target modules for."""
+
+
+@dataclass
+class Prepared:
+    """What the steps need: the model in its row's mode, the optimizer (training rows) and a batch."""
+
+    model: Any  # a transformers PreTrainedModel, or a peft PeftModel around one
+    optimizer: Any  # torch.optim.AdamW, or None for inference
+    batch: Any  # a LongTensor of token ids, batch × length
+    lora_targets: tuple[str, ...] = ()
+
+
+def default_lora_targets(model_type: str) -> tuple[str, ...]:
+    """peft's default target modules for an architecture: q_proj and v_proj for Llama, c_attn for GPT-2."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+
+    targets = DEFAULTS.get(model_type)
+    if not targets:
+        raise LoraTargetError(f"peft names no default LoRA target modules for model_type {model_type!r}")
+    return tuple(targets)
+
+
+def with_lora(model: Any, row: RowSpec) -> tuple[Any, tuple[str, ...]]:
+    """The model with LoRA adapters of the row's rank on peft's default targets for its architecture."""
+    import peft
+
+    targets = default_lora_targets(model.config.model_type)
+    config = peft.LoraConfig(r=row.lora_rank, lora_alpha=2 * row.lora_rank, lora_dropout=0.0,
+                             target_modules=list(targets), task_type="CAUSAL_LM")
+    return peft.get_peft_model(model, config), targets
+
+
+def prepare(model: Any, row: RowSpec, device: str = "cpu") -> Prepared:
+    """Gradient checkpointing, LoRA, train or eval mode, the optimizer and a batch of random tokens."""
+    import torch
+
+    model.config.use_cache = False
+    targets: tuple[str, ...] = ()
+    optimizer = None
+    if row.mode != "train":
+        model.eval()
+    else:
+        if row.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if row.lora_rank:
+            model, targets = with_lora(model, row)
+        model.train()
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    batch = torch.randint(0, model.config.vocab_size, (row.batch_size, row.seq_len), device=device)
+    return Prepared(model=model, optimizer=optimizer, batch=batch, lora_targets=targets)
+
+
+def train_step(prepared: Prepared, step: int, on_phase: PhaseCallback) -> None:
+    """One full optimizer step. Step 1 is split into phases; later steps are one phase each."""
+    on_phase("forward" if step == 1 else f"step{step}")
+    loss = prepared.model(input_ids=prepared.batch, labels=prepared.batch).loss
+    if step == 1:
+        on_phase("backward")
+    loss.backward()
+    if step == 1:
+        on_phase("optimizer")
+    prepared.optimizer.step()
+    prepared.optimizer.zero_grad(set_to_none=False)
+
+
+def inference_pass(prepared: Prepared, step: int, on_phase: PhaseCallback) -> None:
+    """One forward pass without autograd."""
+    import torch
+
+    on_phase("forward" if step == 1 else f"step{step}")
+    with torch.no_grad():
+        prepared.model(input_ids=prepared.batch)
+
+
+def run_steps(row: RowSpec, prepared: Prepared, on_phase: PhaseCallback,
+              on_step_done: Callable[[], None] | None = None) -> None:
+    """The row's steps, in order."""
+    step_function = train_step if row.mode == "train" else inference_pass
+    for step in range(1, row.steps + 1):
+        step_function(prepared, step, on_phase)
+        if on_step_done is not None:
+            on_step_done()
