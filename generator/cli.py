@@ -1,4 +1,4 @@
-"""The command line: `memory-budget measure | probe | predict | build | diff`. Parses arguments into typed
+"""The command line: `memory-budget measure | probe | predict | fit | build | diff`. Parses arguments into typed
 requests and reports errors as one line on stderr with exit status 2; the work itself lives in other modules."""
 
 import argparse
@@ -105,6 +105,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="where the overhead model is fitted, and --record writes (default: %(default)s)")
     predict.add_argument("--record", action="store_true",
                          help="write each prediction into this environment's measured file of its row")
+
+    fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation")
+    fit.add_argument("--budget", type=_size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
+    fit.add_argument("--model", help="as for measure")
+    fit.add_argument("--seq", type=_positive_int, default=DEFAULT_SEQ_LEN,
+                     help="sequence length (default: %(default)s)")
+    fit.add_argument("--margin", type=_percentage, default=0.10, metavar="PERCENT",
+                     help="kept free for what the simulation does not see (default: 10%%)")
+    fit.add_argument("--format", choices=("text", "json"), default="text")
+    fit.add_argument("--measurements", type=Path, default=Path("measurements"),
+                     help="where the overhead model is fitted (default: %(default)s)")
+    fit.add_argument("--confirm", action="store_true",
+                     help="measure two real steps at each answer and at the next batch, where they fit this machine")
+    fit.add_argument("--record", action="store_true",
+                     help="instead: every shipped config against 16, 24, 48 and 80 GiB, into this environment's "
+                     "_fit.toml, for the site")
 
     diff = commands.add_parser("diff", help="compare one model's rows between two environments")
     diff.add_argument("before", help="environment folder, or an environment id under --measurements")
@@ -225,6 +241,34 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_fit(args: argparse.Namespace) -> int:
+    """`fit`: answers for one budget, or --record the site's table."""
+    from generator import store
+    from generator.environment import collect_environment
+    from generator.fit import Predictor, fit, site_table
+    from generator.fit_report import confirm, render_json, render_text
+    from generator.fit_results import save_fit
+    from generator.model_source import resolve_model
+    from generator.predict import overhead_model
+
+    environment = collect_environment().id
+    model = overhead_model(args.measurements, environment)
+    if args.record:
+        path = save_fit(site_table(model, environment, args.margin), args.measurements / environment)
+        print(f"wrote {path}", file=sys.stderr)
+        return 0
+    if args.budget is None:
+        raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
+    source = resolve_model(args.model)
+    answers = fit(Predictor(source, model), args.seq, args.budget, args.margin)
+    render = render_json if args.format == "json" else render_text
+    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model))
+    if args.confirm:
+        sys.stdout.write(confirm(answers, source, store.model_folder(args.measurements, environment, source.name)
+                                 .parent.parent))
+    return 0
+
+
 def run_diff(args: argparse.Namespace) -> int:
     """`diff`: exit 0 when no row got worse beyond its threshold, 1 when one did."""
     from rich.console import Console
@@ -269,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         commands = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff,
-                    "predict": run_predict}
+                    "predict": run_predict, "fit": run_fit}
         return commands[args.command](args)
     except (UsageError, RowError, ModelError, ResultsError, LockedError, OutputError) as error:
         return _refuse(str(error))

@@ -94,10 +94,9 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
 
 def describe_model(model: ProcessModel) -> str:
     """The overhead model in words."""
-    if not model.rows or model.source.startswith("no overhead"):
-        return "process peak = tensor peak: no measured rows with predictions to model the overhead on"
-    return (f"process peak = tensor peak × {1 + model.proportional:.3f} {model.fixed / 2**20:+,.0f} MiB, "
-            f"fitted on {model.source}")
+    from generator.fit import describe_process_model
+
+    return describe_process_model(model)
 
 
 def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
