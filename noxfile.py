@@ -69,6 +69,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def serve(session: nox.Session) -> None:
+    """Preview site/ at http://127.0.0.1:8000/ (posargs: another port). Serves files only, on localhost only."""
+    port = session.posargs[0] if session.posargs else "8000"
+    session.run("python", "-m", "http.server", port, "--bind", "127.0.0.1", "--directory", "site")
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff, and types with mypy (settings in pyproject.toml)."""
     session.install("ruff", "mypy", "-e", ".[site]")

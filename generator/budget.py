@@ -92,6 +92,13 @@ class ProcessModel:
         """The process peak this machine is expected to show for a tensor peak."""
         return round(tensor_peak * (1 + self.proportional) + self.fixed)
 
+    def describe(self) -> str:
+        """The model in words."""
+        if not self.rows or self.source.startswith("no overhead"):
+            return "process peak = tensor peak: no measured rows with predictions to model the overhead on"
+        return (f"process peak = tensor peak × {1 + self.proportional:.3f} {self.fixed / 2**20:+,.0f} MiB, "
+                f"fitted on {self.source}")
+
 
 def process_model(pairs: Sequence[tuple[int, int]], source: str) -> ProcessModel:
     """Fit the overhead on (tensor peak, measured net peak) pairs; with under three rows, no overhead."""

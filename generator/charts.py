@@ -1,4 +1,7 @@
-"""The page's three charts, drawn with Altair from the context and rendered offline to SVG by vl-convert."""
+"""The pages' charts, drawn with Altair from the contexts and rendered offline to SVG by vl-convert.
+
+Every chart has a transparent background and mid-grey text, so it reads on a light page, a dark page and a
+code host's dark theme alike; they are drawn narrow with large type, so they stay legible scaled to a phone."""
 
 from typing import Any
 
@@ -10,21 +13,36 @@ from generator.units import MIB
 from generator.versions import VersionsContext
 
 COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations and the rest"]
-WIDTH = 680
+WIDTH = 440
+INK = "#7f7f7f"  # at least 3.9:1 against white and against the dark page's background
+GRID = "#8080804d"
+
+
+def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """The shared look: transparent, grey ink, type large enough to survive scaling to a phone."""
+    # padding: vl-convert measures labels with its own font, a browser draws them with the reader's
+    return (chart.properties(padding={"left": 36, "right": 16, "top": 6, "bottom": 6})
+            .configure(background="transparent", font="system-ui, sans-serif")
+            .configure_axis(labelColor=INK, titleColor=INK, gridColor=GRID, domainColor=INK, tickColor=INK,
+                            labelFontSize=13, titleFontSize=13)
+            .configure_legend(labelColor=INK, labelFontSize=13, titleColor=INK)
+            .configure_title(color=INK, fontSize=15, anchor="start")
+            .configure_view(stroke=None))
 
 
 def memory_by_row(context: PageContext) -> alt.Chart:
     """A stacked bar per row: what P × bytes predicts (weights, gradients, AdamW state) and the rest."""
-    records = [{"row": row.label, "component": part.name, "MiB": part.n_bytes / MIB,
+    records = [{"row": row.id, "component": part.name, "MiB": part.n_bytes / MIB,
                 "order": COMPONENT_ORDER.index(part.name)}
                for row in context.rows if row.ok for part in row.components]
-    order = [row.label for row in context.rows if row.ok]
-    return alt.Chart(alt.Data(values=records), title="Where each row's peak goes (net of imports)").mark_bar().encode(
-        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-        x=alt.X("sum(MiB):Q", title="MiB"),
-        color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None, legend=alt.Legend(orient="bottom")),
-        order=alt.Order("order:Q"),
-    ).properties(width=WIDTH - 200)
+    order = [row.id for row in context.rows if row.ok]
+    return alt.Chart(alt.Data(values=records), title="Where each row's peak goes").mark_bar().encode(
+        y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
+        x=alt.X("sum(MiB):Q", title="net peak, MiB"),
+        color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
+                        legend=alt.Legend(orient="bottom", columns=2)),
+        order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
+    ).properties(width=WIDTH - 160)
 
 
 def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
@@ -33,10 +51,15 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
                "kind": _token_series(row.mode, row.seq_len, context)}
               for row in context.rows if row.net and row.dtype == "float32"
               and not row.gradient_checkpointing and not row.lora_rank]
-    scatter = alt.Chart(alt.Data(values=points)).mark_point(size=80, filled=True).encode(
+    scatter = alt.Chart(alt.Data(values=points)).mark_point(strokeWidth=2.5).encode(
         x=alt.X("tokens:Q", title="tokens per step (batch × length)"), y=alt.Y("MiB:Q", title="net peak, MiB"),
-        color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom")),
-        shape=alt.Shape("kind:N", title=None), tooltip=["row:N", "MiB:Q"],
+        color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        shape=alt.Shape("kind:N", title=None),
+        # rows at another length are drawn as large rings, so a point of the same tokens never hides them
+        size=alt.condition(alt.datum.kind == "training (fitted)", alt.value(70), alt.value(320)),
+        fill=alt.condition(alt.datum.kind == "training (fitted)", alt.Fill("kind:N", legend=None),
+                           alt.value("transparent")),
+        tooltip=["row:N", alt.Tooltip("MiB:Q", format=",.0f")],
     )
     layers = [scatter]
     fit = context.findings.fit
@@ -45,7 +68,7 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
         line = [{"tokens": x, "MiB": (fit.intercept.n_bytes + fit.per_token.n_bytes * x) / MIB} for x in xs]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color="#666").encode(
             x="tokens:Q", y="MiB:Q"))
-    return alt.layer(*layers, title="Peak against tokens per step").properties(width=WIDTH - 120, height=260)
+    return alt.layer(*layers, title="Peak against tokens per step").properties(width=WIDTH - 60, height=260)
 
 
 def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
@@ -62,17 +85,18 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     if not comparisons:
         return alt.Chart(alt.Data(values=[])).mark_bar()
     plain = comparisons[0].reference
-    bars = [{"row": plain.label, "MiB": plain.net.n_bytes / MIB if plain.net else 0,
+    bars = [{"row": plain.id, "MiB": plain.net.n_bytes / MIB if plain.net else 0,
              "label": plain.net.text if plain.net else ""}]
-    bars += [{"row": c.subject.label, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
+    bars += [{"row": c.subject.id, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
               "label": f"{c.subject.net.text if c.subject.net else ''} ({c.change.text})"} for c in comparisons]
     order = [str(bar["row"]) for bar in bars]
     base = alt.Chart(alt.Data(values=bars), title="Three fixes against plain batch-8 training")
     return alt.layer(
-        base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=360)),
-                               x=alt.X("MiB:Q", title="net peak, MiB")),
-        base.mark_text(align="left", dx=4).encode(y=alt.Y("row:N", sort=order), x="MiB:Q", text="label:N"),
-    ).properties(width=WIDTH - 240)
+        base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
+                               x=alt.X("MiB:Q", title="net peak, MiB", scale=alt.Scale(nice=True))),
+        base.mark_text(align="left", dx=4, color=INK, fontSize=12).encode(y=alt.Y("row:N", sort=order), x="MiB:Q",
+                                                                          text="label:N"),
+    ).properties(width=WIDTH - 220)
 
 
 def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
@@ -85,12 +109,12 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888").encode(x="x:Q")
-    return alt.layer(zero, dots, title="Net peak by release, against the newest").properties(width=WIDTH - 200)
+    return alt.layer(zero, dots, title="Net peak by release, against the newest").properties(width=WIDTH - 180)
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
     """A chart as SVG text, rendered offline."""
-    return vl_convert.vegalite_to_svg(chart.to_json())
+    return vl_convert.vegalite_to_svg(styled(chart).to_json())
 
 
 def render_svgs(context: PageContext) -> dict[str, str]:

@@ -4,6 +4,7 @@ requests and reports errors as one line on stderr with exit status 2; the work i
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from generator.escaping import plain_terminal_text
@@ -155,6 +156,37 @@ def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) 
     return tuple(rows)
 
 
+EXTRAS = {  # what each command imports beyond the core, and the extra that installs it
+    "measure": ("measure", ("torch", "transformers", "peft")),
+    "probe": ("measure", ("torch", "transformers", "peft")),
+    "predict": ("measure", ("torch", "transformers", "peft")),
+    "fit": ("measure", ("torch", "transformers", "peft")),
+    "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
+}
+
+
+def require_extra(command: str) -> None:
+    """Say in one line which extra to install, instead of an ImportError's traceback."""
+    from importlib.util import find_spec
+
+    if command not in EXTRAS:
+        return
+    extra, modules = EXTRAS[command]
+    missing = [name for name in modules if _missing(name, find_spec)]
+    if missing:
+        raise UsageError(f"{command} needs the {extra} extra: pip install 'memory-budget[{extra}]' "
+                         f"(missing: {', '.join(missing)})")
+
+
+def _missing(name: str, find_spec: Callable[[str], object]) -> bool:
+    if name in sys.modules:
+        return sys.modules[name] is None  # None: blocked, as an uninstalled module is in the tests
+    try:
+        return find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
 def run_measure(args: argparse.Namespace) -> int:
     """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
     from generator.measure import DEFAULT_REPEATS, MeasureRequest, run_matrix
@@ -228,7 +260,8 @@ def run_predict(args: argparse.Namespace) -> int:
     """`predict`: simulate, print, and optionally record into the measured rows."""
     from generator.environment import collect_environment
     from generator.model_source import resolve_model
-    from generator.predict import overhead_model, predict_rows, record, render_json, render_text
+    from generator.overhead import overhead_model
+    from generator.predict import predict_rows, record, render_json, render_text
 
     rows = parse_rows(args.rows, args.seq, None)
     source = resolve_model(args.model)
@@ -249,7 +282,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from generator.fit_report import confirm, render_json, render_text
     from generator.fit_results import save_fit
     from generator.model_source import resolve_model
-    from generator.predict import overhead_model
+    from generator.overhead import overhead_model
 
     environment = collect_environment().id
     model = overhead_model(args.measurements, environment)
@@ -312,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on `kill` as on Ctrl-C
     try:
         args = build_parser().parse_args(argv)
+        require_extra(args.command)
         commands = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff,
                     "predict": run_predict, "fit": run_fit}
         return commands[args.command](args)

@@ -4,9 +4,10 @@ Everything the page shows is computed here from the result files (figures, ratio
 carried as text ready to place; the templates contain no arithmetic and no figures of their own."""
 
 import os
+import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from generator.budget import (
@@ -15,11 +16,13 @@ from generator.budget import (
     EXAMPLE_BYTES_PER_WEIGHT,
     EXAMPLE_CARD_BYTES,
     EXAMPLE_PARAMETERS,
+    ProcessModel,
     fixed_costs,
     per_token_cost,
     weight_bytes,
 )
-from generator.matrix import RowSpec
+from generator.fit_results import FitTable
+from generator.matrix import RowSpec, parse_row
 from generator.results import RowResult
 from generator.units import MIB, format_gib, format_mib
 
@@ -90,6 +93,15 @@ class RowView:
     wall_seconds: float
     setup_seconds: float
     setup_share: Ratio | None
+    spread: str = ""  # "6,480–6,600 MiB": the lowest and highest of the independent repeats
+    repeats: int = 0
+    repeats_note: str = ""
+    tensor_peak: Figure | None = None  # simulated with fake tensors
+    predicted: Figure | None = None  # the tensor peak plus the process overhead model
+    prediction_error: Ratio | None = None  # (predicted − measured) / measured, signed
+    overhead: Figure | None = None  # measured − tensor peak: what the process held beyond its tensors
+    overhead_share: Ratio | None = None
+    lora_targets: str = ""  # "q_proj, v_proj"
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,31 @@ class Example:
     activations_row: str  # the label of the row whose activations are quoted for scale
     activations_train: Figure | None  # this model's activations and the rest at batch 8, full training
     activations_lora: Figure | None
+    simulated: tuple["SimulatedLine", ...] = ()  # the example's own config, simulated (fit --record)
+    simulated_model: str = ""
+
+
+@dataclass(frozen=True)
+class SimulatedLine:
+    """A simulated row of the worked example's config, against the card."""
+
+    task: str
+    row: str
+    shape: str  # "batch 8 × 2,048"
+    need: Figure  # expected process peak, GiB
+    fits: bool
+
+
+@dataclass(frozen=True)
+class OverheadSummary:
+    """What processes held beyond their tensors, across the rows with predictions."""
+
+    rows: int
+    low: Ratio
+    high: Ratio
+    median: Ratio
+    largest_row: str  # the row with the largest share
+    process_model: str  # the fitted model in words
 
 
 @dataclass(frozen=True)
@@ -166,6 +203,7 @@ class CappedRun:
     peak_reached: Figure | None  # the capped process's peak before it failed (whole process)
     completed_step1: bool
     died_in: str
+    row_cap_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +220,34 @@ class Findings:
     lora: Comparison | None
     lora_trainable: str
     lora_share: str
+    lora_targets: str  # "q_proj, v_proj", as the LoRA row recorded them
     fit: TokenFit | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The budget rule this build measured, and which fix to try first for its batch-8 training row."""
+
+    intercept: Figure  # the zero-token cost of full training (fit)
+    per_token: Figure
+    overhead: Ratio | None  # median process overhead over the tensor peak, where predictions exist
+    row: RowView  # the row the shares are of
+    fixed: Figure  # weights + gradients + AdamW state of that row
+    fixed_share: Ratio
+    activations_share: Ratio
+    fixed_dominate: bool
+    first: tuple[Comparison, ...]  # the fixes to try first, measured, best first
+    then: tuple[Comparison, ...]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Running against training at batch 8, as whole processes (what a limit applies to)."""
+
+    inference: RowView
+    training: RowView
+    ratio: Ratio
+    limit: Figure | None  # a cap measured to run the row's step 1 and kill its step 2
 
 
 @dataclass(frozen=True)
@@ -211,6 +276,11 @@ class PageContext:
     peak_method: str
     setup_share_train_b8: Ratio | None
     versions_page: bool = False  # the site has a page comparing library versions
+    fit_page: bool = False  # the site has the simulated fit page
+    overhead: OverheadSummary | None = None
+    has_predictions: bool = False
+    headline: Headline | None = None
+    verdict: Verdict | None = None
 
 
 # ---------------------------------------------------------------- formatting
@@ -260,7 +330,7 @@ def components(result: RowResult, parameters: int) -> tuple[Component, ...]:
     return tuple(Component(name, n_bytes) for name, n_bytes in [*known, ("activations and the rest", rest)])
 
 
-def row_view(result: RowResult, parameters: int) -> RowView:
+def row_view(result: RowResult, parameters: int, process: ProcessModel | None = None) -> RowView:
     """One row, formatted."""
     row, summary = result.row, result.summary
     baseline = summary.baseline_bytes
@@ -278,10 +348,11 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         lora_rank=row.lora_rank,
         memory_limit=format_mib(row.memory_limit_bytes) if row.memory_limit_bytes else "",
         ok=summary.ok, status=summary.status,
-        status_text="ok" if summary.ok else f"{failure}: {summary.detail}" if summary.detail else failure,
+        status_text="ok" if summary.ok else f"{failure}: {readable_detail(summary.detail)}" if summary.detail
+        else failure,
         net=figure(summary.net_peak_bytes) if summary.ok else None,
         peak=figure(summary.peak_rss_bytes) if summary.ok else None,
-        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, row.dtype))
+        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, "float32"))
         if measured and parameters else None,
         phases=phases,
         components=components(result, parameters) if measured else (),
@@ -289,7 +360,38 @@ def row_view(result: RowResult, parameters: int) -> RowView:
         cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
         wall_seconds=summary.wall_seconds, setup_seconds=summary.setup_seconds,
         setup_share=share(summary.setup_share) if summary.ok and summary.setup_share is not None else None,
+        spread=(f"{summary.net_peak_min_bytes / MIB:,.0f}–{format_mib(summary.net_peak_max_bytes)}"
+                if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes else ""),
+        repeats=len(result.repeats), repeats_note=summary.repeats_note,
+        lora_targets=", ".join(summary.lora_targets.split()),
+        **prediction_fields(result, process),
     )
+
+
+_BYTES_IN_TEXT = re.compile(r"\b(\d{7,}) bytes\b")
+
+
+def readable_detail(detail: str) -> str:
+    """An error's last line with its byte counts in MiB: 'allocate 384 MiB (402,653,184 bytes)'."""
+    return _BYTES_IN_TEXT.sub(lambda m: f"{format_mib(int(m.group(1)))} ({int(m.group(1)):,} bytes)", detail)
+
+
+def signed(value: float) -> Ratio:
+    """'+3.1 %' or '−2.0 %'."""
+    return Ratio(value, f"{value * 100:+.1f} %".replace("-", "−"))
+
+
+def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
+    """A row's prediction beside its measurement, where it has one."""
+    prediction, summary = result.prediction, result.summary
+    if prediction is None or not summary.ok or result.row.mode == "baseline":
+        return {}
+    tensor = prediction.tensor_peak_bytes
+    expected = process.expected(tensor) if process is not None else tensor
+    measured = summary.net_peak_bytes
+    return {"tensor_peak": figure(tensor), "predicted": figure(expected),
+            "prediction_error": signed((expected - measured) / measured) if measured else None,
+            "overhead": figure(measured - tensor), "overhead_share": share((measured - tensor) / tensor)}
 
 
 # ---------------------------------------------------------------- findings
@@ -337,6 +439,7 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
         half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
         lora=compare(lora_row, plain),
         lora_trainable=f"{trainable:,}",
+        lora_targets=lora_row.lora_targets if lora_row else "",
         lora_share=f"{trainable / parameters * 100:.2f} %" if parameters else "",
         fit=token_fit(list(by_id.values()), seq_len),
     )
@@ -409,7 +512,7 @@ def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tupl
         step1, step2 = twin.summary.step_peaks() if twin else (0, 0)
         reached = result.summary.phase
         runs.append(CappedRun(
-            row=views[row.id], cap=format_mib(row.memory_limit_bytes),
+            row=views[row.id], cap=format_mib(row.memory_limit_bytes), row_cap_bytes=row.memory_limit_bytes,
             method=result.summary.memory_limit_method,
             step1_peak=figure(step1) if step1 else None, step2_peak=figure(step2) if step2 else None,
             peak_reached=figure(result.summary.peak_rss_bytes) if result.summary.peak_rss_bytes else None,
@@ -429,7 +532,63 @@ def built_on(results: Sequence[RowResult]) -> str:
     return max(result.measured_at for result in results)[:10]
 
 
-def build_context(results: Sequence[RowResult]) -> PageContext:
+def overhead_summary(views: Sequence[RowView], process: ProcessModel | None) -> OverheadSummary | None:
+    """The spread of measured − tensor peak across the rows that carry a prediction."""
+    shares = [(view.overhead_share.value, view.id) for view in views if view.overhead_share is not None]
+    if not shares or process is None:
+        return None
+    values = sorted(value for value, _ in shares)
+    return OverheadSummary(rows=len(shares), low=share(values[0]), high=share(values[-1]),
+                           median=share(statistics.median(values)), largest_row=max(shares)[1],
+                           process_model=process.describe())
+
+
+def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
+    """The worked example's config, simulated by `fit --record`, against the example's card."""
+    if fit_table is None:
+        return ()
+    lines = []
+    for item in fit_table.example:
+        row = parse_row(item.row)
+        lines.append(SimulatedLine(task=item.task, row=item.row,
+                                   shape=f"batch {row.batch_size} × {row.seq_len:,}",
+                                   need=Figure(item.peak_bytes, format_gib(item.peak_bytes)),
+                                   fits=item.peak_bytes <= EXAMPLE_CARD_BYTES))
+    return tuple(lines)
+
+
+def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun]) -> Headline | None:
+    """Process peaks of inference and training at batch 8, and the cap that separated them, if probed."""
+    inference, training = by_id.get(f"infer-b8-s{seq_len}"), by_id.get(f"train-b8-s{seq_len}")
+    if inference is None or training is None or inference.peak is None or training.peak is None:
+        return None
+    died = next((run for run in runs if run.completed_step1 and not run.row.ok), None)
+    limit = Figure(died.row_cap_bytes, died.cap) if died else None
+    return Headline(inference=inference, training=training,
+                    ratio=ratio(training.peak.n_bytes / inference.peak.n_bytes), limit=limit)
+
+
+def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
+            overhead: OverheadSummary | None) -> Verdict | None:
+    """Fixed costs against activations for plain batch-8 training, and the fixes that attack the larger."""
+    row = by_id.get(f"train-b8-s{seq_len}")
+    if row is None or row.net is None or found.fit is None or not row.components:
+        return None
+    fixed = sum(c.n_bytes for c in row.components if c.name != "activations and the rest")
+    fixed_share = fixed / row.net.n_bytes
+    for_fixed = [c for c in (found.lora, found.half_precision) if c is not None]
+    for_activations = [c for c in (found.checkpointing,) if c is not None]
+    first, then = (for_fixed, for_activations) if fixed_share >= 0.5 else (for_activations, for_fixed)
+    return Verdict(intercept=found.fit.intercept, per_token=found.fit.per_token,
+                   overhead=overhead.median if overhead else None, row=row, fixed=figure(fixed),
+                   fixed_share=share(fixed_share), activations_share=share(1 - fixed_share),
+                   fixed_dominate=fixed_share >= 0.5,
+                   first=tuple(sorted(first, key=lambda c: c.ratio.value)),
+                   then=tuple(sorted(then, key=lambda c: c.ratio.value)))
+
+
+def build_context(results: Sequence[RowResult], process: ProcessModel | None = None,
+                  fit_table: FitTable | None = None) -> PageContext:
     """Turn one environment's rows into the page's context."""
     ordered = sorted(results, key=lambda r: (r.row.mode != "baseline", r.row.memory_limit_bytes > 0,
                                              r.row.mode, r.row.tokens_per_step, r.row.id))
@@ -437,7 +596,7 @@ def build_context(results: Sequence[RowResult]) -> PageContext:
     first = modelled[0] if modelled else ordered[0]
     parameters = max((r.model.parameters - r.model.trainable_parameters if r.row.lora_rank
                       else r.model.parameters) for r in modelled) if modelled else 0
-    views = {r.row.id: row_view(r, parameters) for r in ordered}
+    views = {r.row.id: row_view(r, parameters, process) for r in ordered}
     uncapped = {row_id: view for row_id, view in views.items() if not view.memory_limit}
     seq_len = statistics.mode([r.row.seq_len for r in modelled]) if modelled else 0
     lora_row = next((v for v in uncapped.values() if v.lora_rank and v.ok), None)
@@ -445,6 +604,7 @@ def build_context(results: Sequence[RowResult]) -> PageContext:
     environment = first.environment
     plain = uncapped.get(f"train-b8-s{seq_len}")
     page_findings = findings(uncapped, parameters, lora_row, seq_len)
+    runs = capped_runs(ordered, views)
     return PageContext(
         title=f"It runs, so why won't it train? Peak memory of {first.model.name}",
         model_name=first.model.name,
@@ -468,8 +628,14 @@ def build_context(results: Sequence[RowResult]) -> PageContext:
         has_cuda=any(view.cuda_reserved for view in views.values()),
         budget=budget(parameters, plain),
         findings=page_findings,
-        example=example(uncapped, page_findings.fit, parameters, seq_len),
-        capped_runs=capped_runs(ordered, views),
+        example=replace(example(uncapped, page_findings.fit, parameters, seq_len),
+                        simulated=simulated_lines(fit_table),
+                        simulated_model=fit_table.example[0].model if fit_table and fit_table.example else ""),
+        capped_runs=runs,
         peak_method=next((r.repeats[0].peak_method for r in ordered if r.repeats), ""),
         setup_share_train_b8=plain.setup_share if plain else None,
+        overhead=overhead_summary(list(views.values()), process),
+        has_predictions=any(view.predicted for view in views.values()),
+        headline=headline(uncapped, seq_len, runs),
+        verdict=verdict(page_findings, uncapped, seq_len, overhead_summary(list(views.values()), process)),
     )

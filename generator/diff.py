@@ -2,9 +2,10 @@
 
 A Comparison is an object; the terminal, Markdown and JSON renderers live in diff_render.py. A row's verdict
 is `same`, `more`, `less`, `only before`, `only after`, `failed` (it finished before and not after) or
-`not comparable` (store.comparable's reason). The threshold of a row is the larger of NOISE_FLOOR and the
-relative spread (max − min over the median) of its independent repeats on either side; --threshold overrides
-it. Net peaks are compared: the whole-process peak minus the imports of the same process."""
+`not comparable` (store.comparable's reason). The threshold of a row is the largest of the noise floor
+(NOISE_FLOOR of the row, at least NOISE_FLOOR_BYTES) and the relative spread (max − min over the median) of its
+independent repeats on either side; --threshold overrides it. Net peaks are compared: the whole-process peak
+minus the imports of the same process."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -13,11 +14,11 @@ from generator import store
 from generator.results import RowResult
 from generator.store import Selection
 
-# The smallest change called real. Two separate runs of the default matrix on one machine (method 2, three
-# independent repeats each) moved a row's median by up to NOISE_FLOOR_EVIDENCE; the floor sits above that, so
-# two runs of one environment diff as `same` even where a row's own repeats happened to agree.
+# The smallest change called real: NOISE_FLOOR of the row's net peak, and never under NOISE_FLOOR_BYTES. On
+# small rows the file-backed pages a process first touches move the peak by a few MiB whatever its size
+# (tiny-config runs: 6 MiB on 40 MiB), hence the floor in bytes.
 NOISE_FLOOR = 0.05
-NOISE_FLOOR_EVIDENCE = "see the method notes and the versions page"
+NOISE_FLOOR_BYTES = 32 * 2**20
 WORSE = ("more", "failed")
 
 
@@ -87,7 +88,8 @@ def threshold_for(before: Side, after: Side, override: float | None) -> tuple[fl
     """The relative change beyond which a row counts as changed, and where it comes from."""
     if override is not None:
         return override, "--threshold"
-    spreads = {"before's repeats": before.spread, "after's repeats": after.spread, "noise floor": NOISE_FLOOR}
+    floor = max(NOISE_FLOOR, NOISE_FLOOR_BYTES / before.net_bytes if before.net_bytes else NOISE_FLOOR)
+    spreads = {"before's repeats": before.spread, "after's repeats": after.spread, "noise floor": floor}
     source = max(spreads, key=lambda name: spreads[name])
     return spreads[source], source
 

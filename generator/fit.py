@@ -114,12 +114,4 @@ def site_table(model: ProcessModel, environment: str, margin: float = DEFAULT_MA
         example.append(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=tensor,
                                  peak_bytes=model.expected(tensor)))
     return FitTable(environment=environment, seq_len=SITE_SEQ_LEN, margin=margin,
-                    process_model=describe_process_model(model), answers=tuple(answers), example=tuple(example))
-
-
-def describe_process_model(model: ProcessModel) -> str:
-    """The overhead model in words."""
-    if model.source.startswith("no overhead"):
-        return "process peak = tensor peak: no measured rows with predictions to model the overhead on"
-    return (f"process peak = tensor peak × {1 + model.proportional:.3f} {model.fixed / 2**20:+,.0f} MiB, "
-            f"fitted on {model.source}")
+                    process_model=model.describe(), answers=tuple(answers), example=tuple(example))

@@ -6,7 +6,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from generator.budget import ProcessModel
-from generator.fit import describe_process_model
 from generator.fit_results import FitAnswer
 from generator.matrix import parse_row
 from generator.model_source import ModelSource
@@ -24,14 +23,14 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
                      else "the largest batch the tool simulates")
         lines.append(f"  {answer.kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
                      f"{following})")
-    lines.append(f"  {describe_process_model(process)}")
+    lines.append(f"  {process.describe()}")
     return "\n".join(lines) + "\n"
 
 
 def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel) -> str:
     """One object per kind."""
     return json.dumps([{**asdict(answer), "model": model, "budget_bytes": budget, "margin": margin,
-                        "process_model": describe_process_model(process)} for answer in answers],
+                        "process_model": process.describe()} for answer in answers],
                       indent=2, sort_keys=True) + "\n"
 
 

@@ -9,12 +9,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from generator import store
-from generator.budget import ProcessModel, process_model
+from generator.budget import ProcessModel
 from generator.environment import collect_environment
 from generator.escaping import plain_terminal_text
 from generator.matrix import RowSpec
 from generator.model_source import ModelSource
-from generator.results import Prediction, ResultsError, RowResult, load_file, save
+from generator.results import Prediction, ResultsError, load_file, save
 from generator.simulate import simulate
 from generator.units import format_mib
 
@@ -26,29 +26,6 @@ class RowPrediction:
     row: RowSpec
     prediction: Prediction
     peak_bytes: int
-
-
-def measured_pairs(results: list[RowResult]) -> list[tuple[int, int]]:
-    """(tensor peak, measured net peak) of every finished, uncapped row that carries a prediction."""
-    return [(r.prediction.tensor_peak_bytes, r.summary.net_peak_bytes) for r in results
-            if r.prediction is not None and r.summary.ok and r.row.mode != "baseline"
-            and not r.row.memory_limit_bytes]
-
-
-def overhead_model(measurements: Path, environment_id: str) -> ProcessModel:
-    """The overhead fitted on every model's predicted rows of this environment, else of the newest one."""
-    try:
-        folders = store.environments(measurements)
-    except ResultsError:
-        folders = []
-    ordered = sorted(folders, key=lambda folder: folder.name != environment_id)
-    for folder in ordered:
-        results = [r for model in store.model_names(folder) for r in store.select(folder, model).results]
-        pairs = measured_pairs(results)
-        if len(pairs) >= 3:
-            models = sorted({r.model.name for r in results if r.prediction is not None})
-            return process_model(pairs, f"{len(pairs)} measured rows of {', '.join(models)} in {folder.name}")
-    return process_model([], "")
 
 
 def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel) -> list[RowPrediction]:
@@ -94,9 +71,7 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
 
 def describe_model(model: ProcessModel) -> str:
     """The overhead model in words."""
-    from generator.fit import describe_process_model
-
-    return describe_process_model(model)
+    return model.describe()
 
 
 def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:

@@ -6,6 +6,7 @@ leaves the old site untouched), then write them into a fresh folder that replace
 Values from result files are data, never markup: the Markdown template escapes every value it places
 (generator/escaping.py), the Markdown is rendered with raw HTML disabled, and the HTML layout autoescapes."""
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,11 +18,17 @@ from generator import store
 from generator.charts import render_svgs, to_svg, versions_chart
 from generator.context import PageContext, build_context
 from generator.escaping import markdown_code, markdown_text
+from generator.fit_page import FitPageContext, build_fit_page
+from generator.fit_results import load_fit
 from generator.output import check_output, write_site
+from generator.overhead import overhead_model
 from generator.results import ResultsError
 from generator.versions import VersionsContext, build_versions
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# In an installed wheel the templates are package data (generator/templates/); in a checkout, templates/.
+_HERE = Path(__file__).resolve().parent
+TEMPLATES = next((folder for folder in (_HERE / "templates", _HERE.parent / "templates") if folder.is_dir()),
+                 _HERE / "templates")
 
 
 def markdown_environment(templates: Path = TEMPLATES) -> jinja2.Environment:
@@ -44,7 +51,12 @@ def markdown_to_html(markdown: str) -> str:
     the Markdown pages (page.md) point at their HTML twins."""
     parser = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
     tokens = parser.parse(markdown)
-    for token in tokens:
+    slugs: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open":  # ids as a code host makes them, so #anchors work in both twins
+            slug = heading_slug(tokens[index + 1].content)
+            token.attrSet("id", slug if slug not in slugs else f"{slug}-{slugs[slug]}")
+            slugs[slug] = slugs.get(slug, 0) + 1
         for child in token.children or ():
             href = str(child.attrGet("href") or "")
             if child.type == "link_open" and "/" not in href and href.split("#")[0].endswith(".md"):
@@ -52,7 +64,15 @@ def markdown_to_html(markdown: str) -> str:
     return parser.renderer.render(tokens, parser.options, {})
 
 
-def render_page(name: str, context: PageContext | VersionsContext, templates: Path = TEMPLATES) -> dict[str, str]:
+Page = PageContext | VersionsContext | FitPageContext
+
+
+def heading_slug(text: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation and symbols dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def render_page(name: str, context: Page, templates: Path = TEMPLATES) -> dict[str, str]:
     """One page as Markdown (name.md) and as HTML (name.html)."""
     markdown = markdown_environment(templates).get_template(f"{name}.md.j2").render(context.__dict__)
     html = html_environment(templates).get_template("layout.html.j2").render(
@@ -67,13 +87,15 @@ def render_markdown(context: PageContext, templates: Path = TEMPLATES) -> dict[s
 
 
 def render_pages(context: PageContext, versions: VersionsContext | None = None,
-                 templates: Path = TEMPLATES) -> dict[str, str]:
+                 fit_page: FitPageContext | None = None, templates: Path = TEMPLATES) -> dict[str, str]:
     """Every output file's text, keyed by file name: the Markdown, the HTML made from it, and the SVGs."""
-    pages = {**render_markdown(replace(context, versions_page=versions is not None), templates),
-             **render_svgs(context)}
+    article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None)
+    pages = {**render_markdown(article, templates), **render_svgs(context)}
     if versions is not None:
         pages.update(render_page("versions", versions, templates))
         pages["versions.svg"] = to_svg(versions_chart(versions))
+    if fit_page is not None:
+        pages.update(render_page("fit", fit_page, templates))
     return pages
 
 
@@ -104,9 +126,19 @@ def build_site(measurements: Path, output: Path, env: str | None = None, model: 
     """Load one environment's results, render the pages, then write them."""
     check_output(output)
     selection = choose(measurements, env, model)
-    context = build_context(list(selection.results))
-    versions = None if store.row_files(measurements) else build_versions(selection, others(measurements, selection))
-    return write_site(render_pages(context, versions), output)
+    single_folder = bool(store.row_files(measurements))
+    folder = selection.folder
+    environment_folder = folder if folder.name == selection.environment else folder.parent
+    fit_table = None if single_folder else load_fit(environment_folder)
+    process = overhead_model(measurements, selection.environment)
+    context = build_context(list(selection.results), process, fit_table)
+    versions = None if single_folder else build_versions(selection, others(measurements, selection))
+    fit_page = None
+    if fit_table is not None and fit_table.answers:
+        every_model = [r for name in store.model_names(environment_folder)
+                       for r in store.select(environment_folder, name).results]
+        fit_page = build_fit_page(fit_table, every_model, process)
+    return write_site(render_pages(context, versions, fit_page), output)
 
 
 def others(measurements: Path, article: store.Selection) -> list[store.Selection]:

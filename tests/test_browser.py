@@ -1,0 +1,127 @@
+"""The built site in a real browser: Debian's Chromium, headless, driven by Playwright, served from localhost.
+
+Screenshots at 1280 and 390 px, light and dark, are kept in artifacts/screenshots/ (MEMORY_BUDGET_ARTIFACTS
+overrides) for a person to look at. Without Chromium the test is skipped, unless MEMORY_BUDGET_REQUIRE_BROWSER
+is set, as .ci/run sets it."""
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SITE = REPO / "site"
+ARTIFACTS = Path(os.environ.get("MEMORY_BUDGET_ARTIFACTS", REPO / "artifacts")) / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run"]
+PAGES = sorted(path.name for path in SITE.glob("*.html"))
+
+if CHROMIUM is None and os.environ.get("MEMORY_BUDGET_REQUIRE_BROWSER"):
+    raise RuntimeError("MEMORY_BUDGET_REQUIRE_BROWSER is set but no chromium is installed")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    handler = functools.partial(_Quiet, directory=str(SITE))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield context
+        context.close()
+
+
+def _open(browser, url: str, width: int, scheme: str = "light"):
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    seen = {"requests": [], "errors": []}
+    page.on("request", lambda request: seen["requests"].append(request.url))
+    page.on("console", lambda message: seen["errors"].append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: seen["errors"].append(str(error)))
+    page.goto(url, wait_until="load")
+    return page, seen
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_charts_tables_links_and_network(browser, server: str, name: str) -> None:
+    page, seen = _open(browser, f"{server}/{name}", 1280)
+    images = page.eval_on_selector_all("img", "els => els.map(e => [e.src, e.naturalWidth, e.clientHeight])")
+    assert all(width > 0 and height > 0 for _, width, height in images), images
+    assert page.locator("table").count() > 0
+    links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    for href in links:
+        target, _, anchor = href.partition("#")
+        assert "//" not in target, href  # every link stays on the site
+        other, _ = _open(browser, f"{server}/{target}", 1280) if target else (page, None)
+        if anchor:
+            assert other.evaluate("id => !!document.getElementById(id)", anchor), href
+        if target:
+            assert other.title(), href
+            other.close()
+    hosts = {urlparse(url).hostname for url in seen["requests"]}
+    assert hosts <= {"127.0.0.1"}, hosts
+    assert seen["errors"] == []
+    page.close()
+
+
+def _luminance(rgb: str) -> float:
+    values = [int(part) / 255 for part in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    linear = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in values]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(first: str, second: str) -> float:
+    light, dark = sorted((_luminance(first), _luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_phone_and_desktop_in_both_schemes(browser, server: str, name: str, scheme: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for width in (1280, 390):
+        page, _ = _open(browser, f"{server}/{name}", width, scheme)
+        page.screenshot(path=str(ARTIFACTS / f"{Path(name).stem}-{width}-{scheme}.png"), full_page=True)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the body
+        unreachable = page.evaluate("""() => [...document.querySelectorAll('table')].filter(table => {
+            table.scrollLeft = table.scrollWidth;
+            const cells = table.querySelectorAll('tr > :last-child');
+            const edge = table.getBoundingClientRect().right + 1;
+            return [...cells].some(cell => cell.getBoundingClientRect().right > edge);
+        }).length""")
+        assert unreachable == 0, (width, unreachable)
+        if width >= 1280:  # on a desktop every table fits its column
+            cut = page.evaluate("[...document.querySelectorAll('table')].filter(t => t.scrollWidth > t.clientWidth + 1)"
+                                ".map(t => t.querySelector('th').textContent)")
+            assert cut == [], cut
+        colours = page.evaluate("""() => [...document.querySelectorAll('p, li, td, th, h1, h2')].slice(0, 200)
+            .map(e => getComputedStyle(e).color)""")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        worst = min(_contrast(colour, background) for colour in colours)
+        assert worst >= 4.5, (scheme, width, worst)
+        page.close()
