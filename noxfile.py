@@ -69,6 +69,14 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def benchmark(session: nox.Session) -> None:
+    """Record predict's own speed and memory into measurements/<environment>/_benchmarks.toml."""
+    session.install(TORCH)
+    session.install("-e", ".[measure]")
+    session.run("python", "-m", "generator.benchmark")
+
+
+@nox.session
 def serve(session: nox.Session) -> None:
     """Preview site/ at http://127.0.0.1:8000/ (posargs: another port). Serves files only, on localhost only."""
     port = session.posargs[0] if session.posargs else "8000"

@@ -106,7 +106,7 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True).encode(
         y=alt.Y("row:N", sort=rows, title=None),
         x=alt.X("change %:Q", title="change of net peak against the newest, %"),
-        color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888").encode(x="x:Q")
     return alt.layer(zero, dots, title="Net peak by release, against the newest").properties(width=WIDTH - 180)

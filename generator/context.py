@@ -241,6 +241,41 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Noise:
+    """Where the spread of independent repeats lives: library pages (RssFile) or heap and tensors (RssAnon),
+    read at the end of each row's last phase."""
+
+    rows: int
+    widest_row: str
+    widest_spread: Ratio  # (max − min) / median of the net peak, the widest row
+    file_spread: Figure  # the largest max − min of RssFile across any row's repeats
+    anon_spread: Figure  # likewise for RssAnon
+
+
+def noise(results: Sequence[RowResult]) -> Noise | None:
+    """The spreads of rows measured with two repeats or more, from every repeat kept in the files."""
+    spreads, files, anons = [], [0], [0]
+    for result in results:
+        repeats = [r for r in result.repeats if r.status == "ok"]
+        if len(repeats) < 2 or result.row.mode == "baseline" or result.row.memory_limit_bytes:
+            continue
+        nets = sorted(r.net_peak_bytes for r in repeats)
+        spreads.append(((nets[-1] - nets[0]) / statistics.median(nets), result.row.id))
+        last = list(repeats[0].phase_peak_bytes)[-1:] if repeats[0].phase_peak_bytes else []
+        for phase in last:
+            file = [r.phase_rss_file_bytes.get(phase) for r in repeats]
+            anon = [r.phase_rss_anon_bytes.get(phase) for r in repeats]
+            if all(v is not None for v in file + anon):
+                files.append(max(file) - min(file))  # type: ignore[type-var, operator]
+                anons.append(max(anon) - min(anon))  # type: ignore[type-var, operator]
+    if not spreads:
+        return None
+    widest = max(spreads)
+    return Noise(rows=len(spreads), widest_row=widest[1], widest_spread=share(widest[0]),
+                 file_spread=figure(max(files)), anon_spread=figure(max(anons)))
+
+
+@dataclass(frozen=True)
 class Headline:
     """Running against training at batch 8, as whole processes (what a limit applies to)."""
 
@@ -281,6 +316,7 @@ class PageContext:
     has_predictions: bool = False
     headline: Headline | None = None
     verdict: Verdict | None = None
+    noise: Noise | None = None
 
 
 # ---------------------------------------------------------------- formatting
@@ -637,5 +673,6 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         overhead=overhead_summary(list(views.values()), process),
         has_predictions=any(view.predicted for view in views.values()),
         headline=headline(uncapped, seq_len, runs),
+        noise=noise(ordered),
         verdict=verdict(page_findings, uncapped, seq_len, overhead_summary(list(views.values()), process)),
     )

@@ -53,7 +53,7 @@ class RowDiff:
     change: float  # after / before − 1
     threshold: float
     threshold_source: str
-    grew_most: str  # the phase whose net peak grew (or shrank least) the most; '' when not compared
+    moved_most: str  # the phase whose net peak changed most, with the change; '' when not compared
 
 
 @dataclass(frozen=True)
@@ -94,18 +94,20 @@ def threshold_for(before: Side, after: Side, override: float | None) -> tuple[fl
     return spreads[source], source
 
 
-def grew_most(before: Side, after: Side) -> str:
-    """The phase whose net peak changed upwards the most."""
+def moved_most(before: Side, after: Side) -> str:
+    """The phase whose net peak changed most, either way: 'step2 (−299 MiB)'."""
     shared = [name for name in after.phase_net_bytes if name in before.phase_net_bytes]
     if not shared:
         return ""
-    return max(shared, key=lambda name: after.phase_net_bytes[name] - before.phase_net_bytes[name])
+    change = {name: after.phase_net_bytes[name] - before.phase_net_bytes[name] for name in shared}
+    name = max(shared, key=lambda phase: abs(change[phase]))
+    return f"{name} ({change[name] / 2**20:+,.0f} MiB)".replace("-", "−")
 
 
 def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, override: float | None) -> RowDiff:
     """One row's verdict."""
     sides = (side(before) if before else None, side(after) if after else None)
-    empty = {"change_bytes": 0, "change": 0.0, "threshold": 0.0, "threshold_source": "", "grew_most": ""}
+    empty = {"change_bytes": 0, "change": 0.0, "threshold": 0.0, "threshold_source": "", "moved_most": ""}
     if before is None or after is None:
         verdict = "only after" if before is None else "only before"
         return RowDiff(row_id, verdict, "", *sides, **empty)  # type: ignore[arg-type]
@@ -122,7 +124,7 @@ def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, ove
     threshold, source = threshold_for(old, new, override)
     verdict = "more" if change > threshold else "less" if change < -threshold else "same"
     return RowDiff(row_id, verdict, "", old, new, new.net_bytes - old.net_bytes, change, threshold, source,
-                   grew_most(old, new))
+                   moved_most(old, new))
 
 
 def compare(before: Selection, after: Selection, override: float | None = None) -> Comparison:

@@ -14,7 +14,7 @@ from generator.diff import Comparison, RowDiff, Side
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
 from generator.units import format_mib
 
-COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "grew most", "verdict")
+COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict")
 
 
 def _net(side: Side | None) -> str:
@@ -39,7 +39,7 @@ def cells(row: RowDiff) -> list[str]:
         f"{row.change_bytes / 2**20:+,.0f} MiB".replace("-", "−") if compared else "–",
         f"{row.change * 100:+.1f} %".replace("-", "−") if compared else "–",
         f"{row.threshold * 100:.1f} % ({row.threshold_source})" if compared else "–",
-        phases, row.grew_most or "–", verdict,
+        phases, row.moved_most or "–", verdict,
     ]
 
 

@@ -54,7 +54,7 @@ def describe(row: RowDiff | None) -> str:
         return "no row could be compared"
     beyond = "beyond" if row.verdict in ("more", "less") else "within"
     sign = f"{row.change * 100:+.1f} % ({row.change_bytes / 2**20:+,.0f} MiB)".replace("-", "−")
-    return (f"{row.row}: {sign}, grew most in {row.grew_most or 'no phase'}; {beyond} its "
+    return (f"{row.row}: {sign}, most in {row.moved_most or 'no phase'}; {beyond} its "
             f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
 
 

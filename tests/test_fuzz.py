@@ -15,7 +15,7 @@ from generator.results import ResultsError, RowResult, load_file, parse
 from generator.store import row_files as result_files
 
 REPO = Path(__file__).resolve().parent.parent
-VALID_FILE = next(REPO.glob("measurements/*/train-b8-s256.toml"))
+VALID_FILE = sorted(REPO.glob("measurements/*/*/train-b8-s256.toml"))[-1]
 VALID = tomllib.loads(VALID_FILE.read_text())
 PATH = Path("fuzz/train-b8-s256.toml")
 
