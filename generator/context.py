@@ -427,7 +427,8 @@ def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     measured = summary.net_peak_bytes
     return {"tensor_peak": figure(tensor), "predicted": figure(expected),
             "prediction_error": signed((expected - measured) / measured) if measured else None,
-            "overhead": figure(measured - tensor), "overhead_share": share((measured - tensor) / tensor)}
+            "overhead": figure(measured - tensor),
+            "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
 
 
 # ---------------------------------------------------------------- findings
