@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from generator.budget import ProcessModel
+from generator.escaping import plain_terminal_text
 from generator.fit_results import FitAnswer
 from generator.matrix import parse_row
 from generator.model_source import ModelSource
@@ -24,7 +25,7 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
         lines.append(f"  {answer.kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
                      f"{following})")
     lines.append(f"  {process.describe()}")
-    return "\n".join(lines) + "\n"
+    return "".join(plain_terminal_text(line) + "\n" for line in lines)  # a model's name is data
 
 
 def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel) -> str:

@@ -66,7 +66,7 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
                      f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
                      f"{format_mib(p.activations_bytes)}")
     lines.append(describe_model(model))
-    return plain_terminal_text("\n".join(lines)).replace("\\n", "\n") + "\n"
+    return "".join(plain_terminal_text(line) + "\n" for line in lines)
 
 
 def describe_model(model: ProcessModel) -> str:
