@@ -1,0 +1,52 @@
+"""The page's context, in-process: figures and verdicts from the files, and no claim without its rows."""
+
+from pathlib import Path
+
+from generator.context import build_context
+from generator.site import render_markdown
+from generator.store import environments, newest, select
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def committed():
+    return newest([select(folder, None) for folder in environments(REPO / "measurements")])
+
+
+def test_the_capped_run_and_the_headline_come_from_the_files() -> None:
+    results = list(committed().results)
+    context = build_context(results)
+    capped = next(r for r in results if r.row.memory_limit_bytes)
+    (run,) = context.capped_runs
+    assert run.row_cap_bytes == capped.row.memory_limit_bytes and run.completed_step1 and not run.row.ok
+    assert run.died_in == "step 2" and "MiB (" in run.row.status_text  # the byte count, made readable
+    by_id = {r.row.id: r for r in results}
+    headline = context.headline
+    assert headline is not None and headline.limit is not None
+    assert headline.limit.n_bytes == capped.row.memory_limit_bytes
+    assert headline.training.peak.n_bytes == by_id["train-b8-s256"].summary.peak_rss_bytes
+    assert headline.inference.peak.n_bytes < headline.limit.n_bytes < headline.training.peak.n_bytes
+
+
+def test_the_verdict_follows_the_shares(measured_folder: Path) -> None:
+    from generator.store import load_folder
+
+    context = build_context(load_folder(measured_folder))
+    verdict = context.verdict
+    assert verdict is not None
+    assert abs(verdict.fixed_share.value + verdict.activations_share.value - 1) < 1e-9
+    assert verdict.fixed_dominate == (verdict.fixed_share.value >= 0.5)
+    names = {c.subject.id.rsplit("-", 1)[-1] for c in verdict.first}
+    assert names == ({"lora8", "bf16"} if verdict.fixed_dominate else {"ckpt"})
+
+
+def test_a_few_rows_make_no_claim_they_do_not_support(measured_folder: Path) -> None:
+    from generator.store import load_folder
+
+    few = [r for r in load_folder(measured_folder) if r.row.id in ("baseline", "train-b1-s256", "infer-b1-s256")]
+    context = build_context(few)
+    assert context.headline is None and context.verdict is None and context.findings.fit is None
+    markdown = render_markdown(context)["index.md"]
+    assert "does not fit for training" not in markdown
+    assert "were not both measured, so this build makes no claim" in markdown
+    assert "This build lacks the rows for a rule" in markdown
