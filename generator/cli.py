@@ -6,6 +6,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, RowError, RowSpec, select_rows
@@ -57,7 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(prog="memory-budget", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_measure_options, _probe_options, _build_options, _predict_options, _fit_options,
+                _diff_options):
+        add(commands)
+    return parser
 
+
+def _measure_options(commands: Any) -> None:
+    """`measure`'s arguments."""
     measure = commands.add_parser("measure", help="run the measurement matrix; one TOML file per row")
     measure.add_argument("--rows", nargs="+", metavar="ROW",
                          help=f"rows to run (default: {' '.join(DEFAULT_ROWS)}); commas also separate")
@@ -77,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--memory-limit", type=_size, metavar="SIZE",
                          help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
 
+
+def _probe_options(commands: Any) -> None:
+    """`probe`'s arguments."""
     probe = commands.add_parser("probe", help="run one row under a memory cap and show the phase where it dies")
     probe.add_argument("--row", default="train-b8", help="the row to probe (default: %(default)s)")
     probe.add_argument("--memory-limit", type=_size, metavar="SIZE",
@@ -89,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--timeout", type=_positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
                        help="seconds before the worker is stopped (default: %(default)s)")
 
+
+def _build_options(commands: Any) -> None:
+    """`build`'s arguments."""
     build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html")
     build.add_argument("--measurements", type=Path, default=Path("measurements"),
                        help="measurements folder (default: %(default)s)")
@@ -96,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--model", help="the model whose rows to show (default: the shipped model, or the only one)")
     build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
 
+
+def _predict_options(commands: Any) -> None:
+    """`predict`'s arguments."""
     predict = commands.add_parser("predict", help="simulate rows with fake tensors: peak, phase and split")
     predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
     predict.add_argument("--model", help="as for measure; any causal LM config, however large")
@@ -107,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--record", action="store_true",
                          help="write each prediction into this environment's measured file of its row")
 
+
+def _fit_options(commands: Any) -> None:
+    """`fit`'s arguments."""
     fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation")
     fit.add_argument("--budget", type=_size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
     fit.add_argument("--model", help="as for measure")
@@ -123,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="instead: every shipped config against 16, 24, 48 and 80 GiB, into this environment's "
                      "_fit.toml, for the site")
 
+
+def _diff_options(commands: Any) -> None:
+    """`diff`'s arguments."""
     diff = commands.add_parser("diff", help="compare one model's rows between two environments")
     diff.add_argument("before", help="environment folder, or an environment id under --measurements")
     diff.add_argument("after", help="environment folder, or an environment id under --measurements")
@@ -133,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="call a change real beyond this, e.g. 2%% (default: each row's noise, at least the floor)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text",
                       help="text (an aligned table), md (for a pull request) or json (default: %(default)s)")
-    return parser
+
 
 
 def _percentage(text: str) -> float:

@@ -260,6 +260,8 @@ def noise(results: Sequence[RowResult]) -> Noise | None:
         if len(repeats) < 2 or result.row.mode == "baseline" or result.row.memory_limit_bytes:
             continue
         nets = sorted(r.net_peak_bytes for r in repeats)
+        if statistics.median(nets) <= 0:
+            continue  # a damaged file: nothing to measure a spread against
         spreads.append(((nets[-1] - nets[0]) / statistics.median(nets), result.row.id))
         last = list(repeats[0].phase_peak_bytes)[-1:] if repeats[0].phase_peak_bytes else []
         for phase in last:

@@ -58,6 +58,10 @@ def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) ->
     if peak(1) > usable:
         return answer(0)
     fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
+    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
+        slope = max(peak(2) - peak(1), 1)
+        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
+        fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
     while too_big - fits > 1:
         guess = _interpolate(fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
         if peak(guess) <= usable:
