@@ -601,6 +601,8 @@ def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun])
     inference, training = by_id.get(f"infer-b8-s{seq_len}"), by_id.get(f"train-b8-s{seq_len}")
     if inference is None or training is None or inference.peak is None or training.peak is None:
         return None
+    if inference.peak.n_bytes <= 0:
+        return None  # a damaged file: no ratio to state
     died = next((run for run in runs if run.completed_step1 and not run.row.ok), None)
     limit = Figure(died.row_cap_bytes, died.cap) if died else None
     return Headline(inference=inference, training=training,
@@ -611,7 +613,7 @@ def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
             overhead: OverheadSummary | None) -> Verdict | None:
     """Fixed costs against activations for plain batch-8 training, and the fixes that attack the larger."""
     row = by_id.get(f"train-b8-s{seq_len}")
-    if row is None or row.net is None or found.fit is None or not row.components:
+    if row is None or row.net is None or found.fit is None or not row.components or row.net.n_bytes <= 0:
         return None
     fixed = sum(c.n_bytes for c in row.components if c.name != "activations and the rest")
     fixed_share = fixed / row.net.n_bytes
