@@ -23,7 +23,7 @@ def overhead_model(measurements: Path, environment_id: str) -> ProcessModel:
         folders = []
     ordered = sorted(folders, key=lambda folder: folder.name != environment_id)
     for folder in ordered:
-        results = [r for model in store.model_names(folder) for r in store.select(folder, model).results]
+        results = [r for selection in store.select_all(folder) for r in selection.results]
         pairs = measured_pairs(results)
         if len(pairs) >= 3:
             models = sorted({r.model.name for r in results if r.prediction is not None})

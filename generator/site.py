@@ -135,8 +135,7 @@ def build_site(measurements: Path, output: Path, env: str | None = None, model: 
     versions = None if single_folder else build_versions(selection, others(measurements, selection))
     fit_page = None
     if fit_table is not None and fit_table.answers:
-        every_model = [r for name in store.model_names(environment_folder)
-                       for r in store.select(environment_folder, name).results]
+        every_model = [r for selection in store.select_all(environment_folder) for r in selection.results]
         fit_page = build_fit_page(fit_table, every_model, process)
     return write_site(render_pages(context, versions, fit_page), output)
 

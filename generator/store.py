@@ -90,27 +90,30 @@ def resolve_environment(root: Path, text: str) -> Path:
     raise ResultsError(f"{root}: no environment {text!r}, as a folder or an id (known: {known or 'none'})")
 
 
+def select_all(environment: Path) -> list[Selection]:
+    """Every model's rows of an environment, each folder loaded once."""
+    selections = []
+    for folder in _model_folders(environment):
+        results = load_folder(folder)
+        selections.append(Selection(environment=results[0].environment.id, model=_model_name(results),
+                                    folder=folder, results=tuple(results)))
+    return selections
+
+
 def select(environment: Path, model: str | None) -> Selection:
     """One model's rows of an environment: the one named, the only one, or the shipped default model."""
     from generator.model_source import DEFAULT_MODEL
 
-    folders = _model_folders(environment)
-    if not folders:
+    selections = select_all(environment)
+    if not selections:
         raise ResultsError(f"{environment}: holds no result files; run `memory-budget measure` first")
-    loaded = {folder: load_folder(folder) for folder in folders}
-    by_name = {_model_name(results): folder for folder, results in loaded.items()}
-    wanted = model or (next(iter(by_name)) if len(by_name) == 1 else DEFAULT_MODEL)
-    folder = by_name.get(wanted) or next((f for f in folders if f.name == model_folder_name(wanted)), None)
-    if folder is None:
+    by_name = {selection.model: selection for selection in selections}
+    wanted = model or (selections[0].model if len(selections) == 1 else DEFAULT_MODEL)
+    found = by_name.get(wanted) or next((s for s in selections if s.folder.name == model_folder_name(wanted)),
+                                        None)
+    if found is None:
         raise UnknownModelError(f"{environment}: no results for model {wanted!r} (known: {', '.join(sorted(by_name))})")
-    results = loaded[folder]
-    return Selection(environment=results[0].environment.id, model=_model_name(results), folder=folder,
-                     results=tuple(results))
-
-
-def model_names(environment: Path) -> list[str]:
-    """The models measured in an environment."""
-    return sorted(_model_name(load_folder(folder)) for folder in _model_folders(environment))
+    return found
 
 
 def _model_name(results: list[RowResult]) -> str:
