@@ -24,7 +24,7 @@ from generator.budget import (
 from generator.fit_results import FitTable
 from generator.matrix import RowSpec, parse_row
 from generator.results import RowResult
-from generator.units import MIB, format_gib, format_mib
+from generator.units import MIB, format_gib, format_mib, mib_range, signed_percent
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
                 "optimizer": "optimizer step 1", "step2": "step 2"}
@@ -99,8 +99,7 @@ class RowView:
     tensor_peak: Figure | None = None  # simulated with fake tensors
     predicted: Figure | None = None  # the tensor peak plus the process overhead model
     prediction_error: Ratio | None = None  # (predicted − measured) / measured, signed
-    overhead: Figure | None = None  # measured − tensor peak: what the process held beyond its tensors
-    overhead_share: Ratio | None = None
+    overhead_share: Ratio | None = None  # (measured − tensor peak) / tensor peak: held beyond the tensors
     lora_targets: str = ""  # "q_proj, v_proj"
 
 
@@ -398,7 +397,7 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
         cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
         wall_seconds=summary.wall_seconds, setup_seconds=summary.setup_seconds,
         setup_share=share(summary.setup_share) if summary.ok and summary.setup_share is not None else None,
-        spread=(f"{summary.net_peak_min_bytes / MIB:,.0f}–{format_mib(summary.net_peak_max_bytes)}"
+        spread=(f"{mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)} MiB"
                 if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes else ""),
         repeats=len(result.repeats), repeats_note=summary.repeats_note,
         lora_targets=", ".join(summary.lora_targets.split()),
@@ -416,7 +415,7 @@ def readable_detail(detail: str) -> str:
 
 def signed(value: float) -> Ratio:
     """'+3.1 %' or '−2.0 %'."""
-    return Ratio(value, f"{value * 100:+.1f} %".replace("-", "−"))
+    return Ratio(value, signed_percent(value))
 
 
 def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
@@ -429,7 +428,6 @@ def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     measured = summary.net_peak_bytes
     return {"tensor_peak": figure(tensor), "predicted": figure(expected),
             "prediction_error": signed((expected - measured) / measured) if measured else None,
-            "overhead": figure(measured - tensor),
             "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
 
 
@@ -443,7 +441,7 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
     if not reference.net.n_bytes:
         return None
     value = subject.net.n_bytes / reference.net.n_bytes
-    change = Ratio(value - 1, f"{(value - 1) * 100:+.0f} %".replace("-", "−"))
+    change = Ratio(value - 1, signed_percent(value - 1, 0))
     return Comparison(subject, reference, ratio(value), share(1 - value), change)
 
 
@@ -646,6 +644,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
     plain = uncapped.get(f"train-b8-s{seq_len}")
     page_findings = findings(uncapped, parameters, lora_row, seq_len)
     runs = capped_runs(ordered, views)
+    overhead = overhead_summary(list(views.values()), process)
     return PageContext(
         title=f"It runs, so why won't it train? Peak memory of {first.model.name}",
         model_name=first.model.name,
@@ -675,9 +674,9 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         capped_runs=runs,
         peak_method=next((r.repeats[0].peak_method for r in ordered if r.repeats), ""),
         setup_share_train_b8=plain.setup_share if plain else None,
-        overhead=overhead_summary(list(views.values()), process),
+        overhead=overhead,
         has_predictions=any(view.predicted for view in views.values()),
         headline=headline(uncapped, seq_len, runs),
         noise=noise(ordered),
-        verdict=verdict(page_findings, uncapped, seq_len, overhead_summary(list(views.values()), process)),
+        verdict=verdict(page_findings, uncapped, seq_len, overhead),
     )

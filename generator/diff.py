@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from generator import store
 from generator.results import RowResult
 from generator.store import Selection
+from generator.units import signed_mib
 
 # The smallest change called real: NOISE_FLOOR of the row's net peak, and never under NOISE_FLOOR_BYTES. Two
 # separate runs of the default matrix on one machine (method 2, three independent repeats each, SmolLM2 under
@@ -104,7 +105,7 @@ def moved_most(before: Side, after: Side) -> str:
         return ""
     change = {name: after.phase_net_bytes[name] - before.phase_net_bytes[name] for name in shared}
     name = max(shared, key=lambda phase: abs(change[phase]))
-    return f"{name} ({change[name] / 2**20:+,.0f} MiB)".replace("-", "−")
+    return f"{name} ({signed_mib(change[name])})"
 
 
 def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, override: float | None) -> RowDiff:

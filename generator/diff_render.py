@@ -12,7 +12,7 @@ from rich.text import Text
 
 from generator.diff import Comparison, RowDiff, Side
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
-from generator.units import format_mib
+from generator.units import format_mib, mib_range, signed_mib, signed_percent
 
 COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict")
 
@@ -22,7 +22,7 @@ def _net(side: Side | None) -> str:
         return "–"
     if side.status != "ok":
         return side.status.upper()
-    spread = f" ({side.min_bytes / 2**20:,.0f}–{side.max_bytes / 2**20:,.0f})" if side.repeats > 1 else ""
+    spread = f" ({mib_range(side.min_bytes, side.max_bytes)})" if side.repeats > 1 else ""
     return f"{format_mib(side.net_bytes)}{spread}"
 
 
@@ -36,8 +36,8 @@ def cells(row: RowDiff) -> list[str]:
     verdict = f"{row.verdict} ({row.reason})" if row.reason else row.verdict
     return [
         row.row, _net(row.before), _net(row.after),
-        f"{row.change_bytes / 2**20:+,.0f} MiB".replace("-", "−") if compared else "–",
-        f"{row.change * 100:+.1f} %".replace("-", "−") if compared else "–",
+        signed_mib(row.change_bytes) if compared else "–",
+        signed_percent(row.change) if compared else "–",
         f"{row.threshold * 100:.1f} % ({row.threshold_source})" if compared else "–",
         phases, row.moved_most or "–", verdict,
     ]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from generator.budget import ProcessModel
 from generator.fit_results import FitAnswer, FitTable
 from generator.results import RowResult
-from generator.units import MIB, format_gib, format_mib
+from generator.units import format_gib, format_mib, mib_range, signed_percent
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def cell(answer: FitAnswer) -> str:
 
 
 def _error(value: int, measured: int) -> str:
-    return f"{(value - measured) / measured * 100:+.1f} %".replace("-", "−")
+    return signed_percent((value - measured) / measured)
 
 
 def accuracy(results: list[RowResult], process: ProcessModel) -> tuple[AccuracyRow, ...]:
@@ -66,7 +66,7 @@ def accuracy(results: list[RowResult], process: ProcessModel) -> tuple[AccuracyR
         if prediction is None or not summary.ok or result.row.memory_limit_bytes or not summary.net_peak_bytes:
             continue
         measured, tensor = summary.net_peak_bytes, prediction.tensor_peak_bytes
-        spread = (f" ({summary.net_peak_min_bytes / MIB:,.0f}–{summary.net_peak_max_bytes / MIB:,.0f})"
+        spread = (f" ({mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)})"
                   if summary.net_peak_max_bytes > summary.net_peak_min_bytes else "")
         expected = process.expected(tensor)
         rows.append(AccuracyRow(model=result.model.name, row=result.row.id, measured=format_mib(measured) + spread,

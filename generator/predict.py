@@ -65,13 +65,8 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
         lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
                      f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
                      f"{format_mib(p.activations_bytes)}")
-    lines.append(describe_model(model))
+    lines.append(model.describe())
     return "".join(plain_terminal_text(line) + "\n" for line in lines)
-
-
-def describe_model(model: ProcessModel) -> str:
-    """The overhead model in words."""
-    return model.describe()
 
 
 def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
@@ -80,5 +75,5 @@ def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
              "tensor_peak_bytes": item.prediction.tensor_peak_bytes, "phase": item.prediction.phase,
              **{key: value for key, value in asdict(item.prediction).items() if key not in ("tensor_peak_bytes",
                                                                                          "phase")},
-             "process_model": describe_model(model)} for item in predictions]
+             "process_model": model.describe()} for item in predictions]
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"

@@ -46,6 +46,21 @@ def format_gib(n_bytes: int, digits: int = 1) -> str:
     return f"{gib(n_bytes):,.{digits}f} GiB"
 
 
+def signed_percent(fraction: float, digits: int = 1) -> str:
+    """'+3.1 %' or '−2.0 %': a change, with a true minus sign."""
+    return f"{fraction * 100:+.{digits}f} %".replace("-", "−")
+
+
+def signed_mib(n_bytes: int) -> str:
+    """'+210 MiB' or '−289 MiB': a change in bytes, with a true minus sign."""
+    return f"{mib(n_bytes):+,.0f} MiB".replace("-", "−")
+
+
+def mib_range(low: int, high: int) -> str:
+    """'6,483–6,688': the lowest and highest of some repeats, in MiB, without the unit."""
+    return f"{mib(low):,.0f}–{mib(high):,.0f}"
+
+
 def format_size(n_bytes: int) -> str:
     """Pick MiB or GiB for a one-off figure such as a memory cap."""
     return format_gib(n_bytes, 2) if n_bytes >= GIB else format_mib(n_bytes)

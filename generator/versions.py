@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from generator.diff import Comparison, RowDiff, compare
 from generator.diff_render import COLUMNS, cells
 from generator.store import Selection
+from generator.units import signed_mib, signed_percent
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def describe(row: RowDiff | None) -> str:
     if row is None:
         return "no row could be compared"
     beyond = "beyond" if row.verdict in ("more", "less") else "within"
-    sign = f"{row.change * 100:+.1f} % ({row.change_bytes / 2**20:+,.0f} MiB)".replace("-", "−")
+    sign = f"{signed_percent(row.change)} ({signed_mib(row.change_bytes)})"
     return (f"{row.row}: {sign}, most in {row.moved_most or 'no phase'}; {beyond} its "
             f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
 
