@@ -73,7 +73,7 @@ def benchmark(session: nox.Session) -> None:
     """Record predict's own speed and memory into measurements/<environment>/_benchmarks.toml."""
     session.install(TORCH)
     session.install("-e", ".[measure]")
-    session.run("python", "-m", "generator.benchmark")
+    session.run("python", "-m", "generator.predict.benchmark")
 
 
 @nox.session

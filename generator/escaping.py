@@ -64,3 +64,15 @@ def terminal_text(value: object) -> str:
 def plain_terminal_text(value: object) -> str:
     """A value for print(): control characters shown as escapes (no rich markup is interpreted there)."""
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in str(value))
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of a text, stripped ('' where there is none)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def one_line_error(error: BaseException) -> str:
+    """An exception in one line: 'TypeError: the last line of its message'."""
+    line = last_line(str(error))
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__

@@ -17,6 +17,9 @@ MODE_TOKENS = {name: token for token, name in MODES.items()}
 DEFAULT_LORA_RANK = 8
 DEFAULT_SEQ_LEN = 256
 STEPS = 2  # AdamW allocates its state on the first update: one step under-reports.
+# Seconds before a row's worker is stopped: the slowest default row (16-bit training on a CPU without native
+# bf16) takes ~16 min.
+DEFAULT_TIMEOUT_SECONDS = 3600.0
 MAX_BATCH = 1024
 MAX_SEQ_LEN = 32768
 MAX_TOKENS_PER_STEP = 1 << 20

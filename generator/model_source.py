@@ -10,6 +10,8 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
+from generator.escaping import one_line_error
+
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 # name -> file in generator/models/ (where each came from: generator/models/README.md)
 SHIPPED_MODELS = {DEFAULT_MODEL: "smollm2-135m-instruct.json", "gpt2": "gpt2.json",
@@ -134,12 +136,6 @@ def _check_causal_lm(config: dict, where: str) -> None:
         AutoConfig.for_model(str(model_type), **fields)
     except Exception as error:  # transformers and huggingface_hub validate with exceptions of many types
         raise ModelError(f"--model {where}: transformers cannot build its config ({one_line_error(error)})") from None
-
-
-def one_line_error(error: BaseException) -> str:
-    """'TypeError: the message's last line'."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[-1]}" if lines else type(error).__name__
 
 
 def config_hash(config: dict) -> str:

@@ -2,15 +2,17 @@
 
 from pathlib import Path
 
-from generator.context import build_context
-from generator.site import render_markdown
-from generator.store import environments, newest, select
+from generator.report.article import build_context
+from generator.report.render import render_markdown
+from generator.store.catalog import Catalog, newest
+from generator.store.layout import environments
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def committed():
-    return newest([select(folder, None) for folder in environments(REPO / "measurements")])
+    catalog = Catalog(REPO / "measurements")
+    return newest([catalog.select(folder, None) for folder in environments(catalog.root)])
 
 
 def test_the_capped_run_and_the_headline_come_from_the_files() -> None:
@@ -29,7 +31,7 @@ def test_the_capped_run_and_the_headline_come_from_the_files() -> None:
 
 
 def test_the_verdict_follows_the_shares(measured_folder: Path) -> None:
-    from generator.store import load_folder
+    from generator.store.catalog import load_folder
 
     context = build_context(load_folder(measured_folder))
     verdict = context.verdict
@@ -41,7 +43,7 @@ def test_the_verdict_follows_the_shares(measured_folder: Path) -> None:
 
 
 def test_a_few_rows_make_no_claim_they_do_not_support(measured_folder: Path) -> None:
-    from generator.store import load_folder
+    from generator.store.catalog import load_folder
 
     few = [r for r in load_folder(measured_folder) if r.row.id in ("baseline", "train-b1-s256", "infer-b1-s256")]
     context = build_context(few)

@@ -9,8 +9,8 @@ import pytest
 import tomli_w
 from conftest import TINY_MODEL, run_cli
 
-from generator.diff import NOISE_FLOOR, compare, parse_threshold
-from generator.store import select
+from generator.diff.compare import NOISE_FLOOR, compare, parse_threshold
+from generator.store.catalog import Catalog
 
 ROWS = ("infer-b8", "train-b1", "train-b8", "train-b8-ckpt")
 
@@ -41,9 +41,11 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def real_twin(tmp_path: Path) -> tuple[Path, Path]:
     """Two copies of the committed environment with the newest library versions: real SmolLM2 rows."""
-    from generator.store import environments, newest, select
+    from generator.store.catalog import newest
+    from generator.store.layout import environments
 
-    article = newest([select(folder, None) for folder in environments(REPO / "measurements")])
+    catalog = Catalog(REPO / "measurements")
+    article = newest([catalog.select(folder, None) for folder in environments(catalog.root)])
     environment = article.folder if article.folder.name == article.environment else article.folder.parent
     before, after = tmp_path / "before" / environment.name, tmp_path / "after" / environment.name
     shutil.copytree(environment, before)
@@ -174,16 +176,18 @@ def test_old_files_without_the_new_keys_load_and_diff(twin: tuple[Path, Path], t
     for path in _rows(before.parent).glob("[!_]*.toml"):
         document = tomllib.loads(path.read_text())
         document.pop("method_version")
+        document.pop("method_hash")
+        document["schema_version"] = 1  # files without a method version were written by schema 1
         for table in (document["result"], *document["repeats"]):
             for key in ("phase_rss_anon_bytes", "phase_rss_file_bytes", "net_peak_min_bytes", "net_peak_max_bytes",
                         "repeats_note"):
                 table.pop(key, None)
         (legacy / path.name).write_text(tomli_w.dumps(document))
-    old = select(legacy, None)
+    old = Catalog(legacy.parent).select(legacy, None)
     assert {result.method_version for result in old.results} == {1}
     same = compare(old, old)
     assert {row.verdict for row in same.rows} == {"same"}
-    across = compare(old, select(before, None))
+    across = compare(old, Catalog(before.parent).select(before, None))
     assert {row.verdict for row in across.rows} == {"not comparable"}
 
 

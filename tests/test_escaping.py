@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from generator.context import build_context
 from generator.escaping import markdown_code, markdown_text, terminal_text
-from generator.site import markdown_to_html, render_markdown
-from generator.store import load_folder as load_environment
+from generator.report.article import build_context
+from generator.report.render import markdown_to_html, render_markdown
+from generator.store.catalog import load_folder as load_environment
 
 PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<iframe src=javascript:alert(3)>",
             "<svg onload=alert(4)>", "[x](javascript:alert(5))", "[red]x[/red]"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import TESTS, TINY_MODEL, run_cli
 
-from generator.results import load_file
+from generator.store.codec import load_file
 
 # Large vocabulary and width: AdamW state and activations both big enough that step 2 needs ~200 MiB more
 # than step 1, far more than the run-to-run noise of a single allocation.
@@ -96,27 +96,37 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_ctrl_c_stops_the_matrix_cleanly(tmp_path: Path) -> None:
-    marker = f"memory-budget-test-{uuid.uuid4()}"
-    env = {**os.environ, "MEMORY_BUDGET_FAULT": "hang:forward:train-b2-s256", "TEST_MARKER": marker}
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_stops_the_matrix_cleanly(tmp_path: Path, inherited: str) -> None:
+    """Deterministic: SIGINT is sent once the hanging worker has said it hangs (a file the fault hook makes),
+    not after a guessed delay. 'ignored' starts the command as a non-interactive shell starts a background job,
+    with SIGINT ignored: the command must restore it, or Ctrl-C is lost (the CI failure this test reproduces)."""
+    marker, ready = f"memory-budget-test-{uuid.uuid4()}", tmp_path / "hanging"
+    env = {**os.environ, "MEMORY_BUDGET_FAULT": "hang:forward:train-b2-s256", "TEST_MARKER": marker,
+           "MEMORY_BUDGET_FAULT_READY": str(ready)}
+    output = tmp_path / "measurements"
     process = subprocess.Popen(
         [sys.executable, "-m", "generator", "measure", "--model", str(TINY_MODEL), "--repeats", "1",
-         "--output", str(tmp_path), "--rows", "train-b1", "train-b2", "train-b4"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("*/*/train-b1-s256.toml")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(2)  # train-b2 is now hanging in its forward pass
+         "--output", str(output), "--rows", "train-b1", "train-b2", "train-b4"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=_ignore_sigint if inherited == "ignored" else None)
+    deadline = time.monotonic() + 240
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ready.exists(), process.communicate(timeout=60)[1]
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
-    folder = next(next(tmp_path.iterdir()).iterdir())  # measurements/<environment>/<model>/
+    folder = next(next(output.iterdir()).iterdir())  # measurements/<environment>/<model>/
     assert load_file(folder / "train-b1-s256.toml").summary.ok
     assert not (folder / "train-b2-s256.toml").exists() and not (folder / "train-b4-s256.toml").exists()
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
-    time.sleep(1)
-    assert _processes_with(marker) == []
+    assert _processes_with(marker) == []  # the worker and its server are gone when the command returns
 
 
 def test_two_runs_cannot_write_the_same_folder(measurements_copy: Path) -> None:

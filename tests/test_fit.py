@@ -6,12 +6,12 @@ import pytest
 from conftest import TINY_MODEL, run_cli
 
 from generator.budget import ProcessModel
-from generator.fit import Predictor, fit
-from generator.fit_results import FitTable, Simulated, load_fit, save_fit
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.results import ResultsError
-from generator.simulate import simulate
+from generator.predict.fit import Predictor, fit
+from generator.predict.simulate import simulate
+from generator.store.fit_table import FitTable, Simulated, load_fit, save_fit
+from generator.store.records import ResultsError
 
 MIB = 2**20
 OVERHEAD = ProcessModel(proportional=0.08, fixed=40 * MIB, rows=3, source="a test's")

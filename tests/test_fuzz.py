@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator import cli
-from generator.context import build_context
-from generator.results import ResultsError, RowResult, load_file, parse
-from generator.store import row_files as result_files
+from generator.report.article import build_context
+from generator.store.codec import load_file, parse
+from generator.store.layout import row_files as result_files
+from generator.store.records import ResultsError, RowResult
 
 REPO = Path(__file__).resolve().parent.parent
 VALID_FILE = sorted(REPO.glob("measurements/*/*/train-b8-s256.toml"))[-1]
@@ -126,14 +127,16 @@ WORDS = ["measure", "build", "probe", "--rows", "--model", "--seq", "--device", 
 @pytest.fixture
 def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Valid command lines parse and validate for real, then stop before running workers or writing a site."""
-    from generator import measure, predict, probe, site
-    from generator.measure import MatrixReport
+    from generator.measure import matrix_run, probe
+    from generator.measure.matrix_run import MatrixReport
+    from generator.predict import rows
+    from generator.report import site
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
-    monkeypatch.setattr(measure, "run_matrix", lambda request, display: MatrixReport(folder=tmp_path))
+    monkeypatch.setattr(matrix_run, "run_matrix", lambda request, display: MatrixReport(folder=tmp_path))
     monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None: [])
-    monkeypatch.setattr(predict, "predict_rows", lambda rows, source, model: [])
+    monkeypatch.setattr(rows, "predict_rows", lambda rows, source, model: [])
     monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
 
 

@@ -9,9 +9,9 @@ from conftest import TESTS, TINY_MODEL, run_cli
 from generator.budget import fixed_costs
 from generator.matrix import parse_row
 from generator.model_source import ModelError, resolve_model
-from generator.results import load_file
-from generator.simulate import simulate
+from generator.predict.simulate import simulate
 from generator.steps import default_lora_targets
+from generator.store.codec import load_file
 
 WIDE_MODEL = TESTS / "wide-tiny-llama.json"
 MIB = 2**20

@@ -8,9 +8,9 @@ from pathlib import Path
 import tomli_w
 from conftest import run_cli
 
-from generator.context import build_context
-from generator.results import load_file
-from generator.store import load_folder as load_environment
+from generator.report.article import build_context
+from generator.store.catalog import load_folder as load_environment
+from generator.store.codec import load_file
 from generator.units import format_mib
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

@@ -1,0 +1,195 @@
+"""What each command does with its parsed arguments. Each imports its stage when it runs, so `build` and
+`diff` never import torch, and a missing extra is named in one line (require_extra) before any import."""
+
+import argparse
+import sys
+from collections.abc import Callable
+from importlib.util import find_spec
+
+from generator.cli.parser import UsageError
+from generator.escaping import plain_terminal_text
+from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows
+
+EXIT_FAILED_ROWS = 1
+EXIT_INTERRUPTED = 130
+EXTRAS = {  # what each command imports beyond the core, and the extra that installs it
+    "measure": ("measure", ("torch", "transformers", "peft")),
+    "probe": ("measure", ("torch", "transformers", "peft")),
+    "predict": ("measure", ("torch", "transformers", "peft")),
+    "fit": ("measure", ("torch", "transformers", "peft")),
+    "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
+}
+
+
+def require_extra(command: str) -> None:
+    """Say in one line which extra to install, instead of an ImportError's traceback."""
+    if command not in EXTRAS:
+        return
+    extra, modules = EXTRAS[command]
+    missing = [name for name in modules if _missing(name, find_spec)]
+    if missing:
+        raise UsageError(f"{command} needs the {extra} extra: pip install 'memory-budget[{extra}]' "
+                         f"(missing: {', '.join(missing)})")
+
+
+def _missing(name: str, find: Callable[[str], object]) -> bool:
+    if name in sys.modules:
+        return sys.modules[name] is None  # None: blocked, as an uninstalled module is in the tests
+    try:
+        return find(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) -> tuple[RowSpec, ...]:
+    """The rows a user asked for, each under the memory cap if one was given."""
+    split = [part for name in (names or DEFAULT_ROWS) for part in name.split(",") if part.strip()]
+    if not split:
+        raise RowError("--rows names no row")
+    rows = select_rows(split, seq_len)
+    if memory_limit:
+        rows = [row.with_limit(memory_limit) for row in rows]  # parse_row has checked everything else
+    return tuple(rows)
+
+
+def _require_cuda(device: str) -> None:
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available to this torch build")
+
+
+def run_measure(args: argparse.Namespace) -> int:
+    """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
+    from generator.measure.matrix_run import DEFAULT_REPEATS, MeasureRequest, measure_rows
+    from generator.model_source import resolve_model
+
+    rows = parse_rows(args.rows, args.seq, args.memory_limit)
+    _require_cuda(args.device)
+    request = MeasureRequest(rows=rows, model=resolve_model(args.model), output=args.output,
+                             device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
+                             repeats_explicit=args.repeats is not None, force=args.force,
+                             timeout_seconds=args.timeout)
+    report = measure_rows(request)
+    ok = len(report.written) - len(report.failed)
+    print(f"{ok} row(s) measured, {len(report.failed)} failed, {len(report.skipped)} already present "
+          f"-> {report.folder}", file=sys.stderr)
+    for result in report.failed:
+        summary = result.summary
+        print(plain_terminal_text(f"  {result.row.id}: {summary.status} in {summary.phase or 'start-up'}: "
+                                  f"{summary.detail}"), file=sys.stderr)
+    if report.interrupted:
+        print("interrupted: the running row was stopped and not written; finished rows are kept",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED_ROWS if report.failed else 0
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    """`probe`: one capped row, measured and written like any other; exit 0 whether or not it survived."""
+    from generator.measure.matrix_run import MeasureRequest, measure_rows
+    from generator.measure.probe import describe_outcome, plan_probe
+    from generator.model_source import resolve_model
+
+    (row,) = parse_rows([args.row], args.seq, None)
+    _require_cuda(args.device)
+    model = resolve_model(args.model)
+    plan = plan_probe(row, args.output, args.device, args.memory_limit, model.name)
+    print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
+    report = measure_rows(MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
+                                         repeats=1, repeats_explicit=True, force=True,
+                                         timeout_seconds=args.timeout))
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    for result in report.written:
+        print(plain_terminal_text(describe_outcome(result)), file=sys.stderr)
+    return 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """`build`: measurements folder -> site/."""
+    from generator.report.site import build_site
+
+    written = build_site(args.measurements, args.output, args.env, args.model)
+    print(f"wrote {', '.join(str(path) for path in written)}", file=sys.stderr)
+    return 0
+
+
+def _process_model(measurements):  # -> ProcessModel; the overhead fitted on this machine's rows
+    from generator.measure.environment import collect_environment
+    from generator.store.catalog import Catalog
+    from generator.store.overhead import overhead_model
+
+    return overhead_model(Catalog(measurements), collect_environment().id)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """`predict`: simulate, print, and optionally record into the measured rows."""
+    from generator.model_source import resolve_model
+    from generator.predict.rows import predict_rows, record, render_json, render_text
+
+    rows = parse_rows(args.rows, args.seq, None)
+    source = resolve_model(args.model)
+    model = _process_model(args.measurements)
+    predictions = predict_rows(rows, source, model)
+    sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
+    if args.record:
+        written = record(predictions, source, args.measurements)
+        print(f"recorded {len(written)} prediction(s) into {args.measurements}", file=sys.stderr)
+    return 0
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """`fit`: answers for one budget, or --record the site's table."""
+    from generator.measure.environment import collect_environment
+    from generator.model_source import resolve_model
+    from generator.predict.fit import Predictor, fit, site_table
+    from generator.predict.fit_report import confirm, render_json, render_text
+    from generator.store.fit_table import save_fit
+
+    environment = collect_environment().id
+    model = _process_model(args.measurements)
+    if args.record:
+        path = save_fit(site_table(model, environment, args.margin), args.measurements / environment)
+        print(f"wrote {path}", file=sys.stderr)
+        return 0
+    if args.budget is None:
+        raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
+    source = resolve_model(args.model)
+    answers = fit(Predictor(source, model), args.seq, args.budget, args.margin)
+    render = render_json if args.format == "json" else render_text
+    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model))
+    if args.confirm:
+        sys.stdout.write(confirm(answers, source, args.measurements))
+    return 0
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """`diff`: exit 0 when no row got worse beyond its threshold, 1 when one did."""
+    from rich.console import Console
+
+    from generator.diff.compare import compare
+    from generator.diff.render import render_json, render_markdown, render_terminal
+    from generator.store.catalog import Catalog
+    from generator.store.layout import resolve_environment
+
+    catalog = Catalog(args.measurements)
+    sides = [catalog.select(resolve_environment(args.measurements, text), args.model)
+             for text in (args.before, args.after)]
+    comparison = compare(sides[0], sides[1], override=args.threshold)
+    if args.format == "json":
+        sys.stdout.write(render_json(comparison))
+    elif args.format == "md":
+        sys.stdout.write(render_markdown(comparison))
+    else:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=200)  # a log or a pipe: no reason to wrap the table
+        render_terminal(comparison, console)
+    return EXIT_FAILED_ROWS if comparison.worse else 0
+
+
+COMMANDS = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff,
+            "predict": run_predict, "fit": run_fit}

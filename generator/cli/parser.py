@@ -1,0 +1,158 @@
+"""The argument parser of every command. Options that several commands share come from parent parsers, so
+they are spelled, typed and documented once; parsing turns text into typed values and nothing more."""
+
+import argparse
+from pathlib import Path
+
+from generator.diff.compare import parse_threshold
+from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, DEFAULT_TIMEOUT_SECONDS
+from generator.model_source import DEFAULT_MODEL, SHIPPED_MODELS
+from generator.units import parse_size
+
+DESCRIPTION = ("memory-budget: measure the peak memory of a language model in inference and training, simulate "
+               "it for any config, diff it between library versions, and build the write-up from the results.")
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def positive_int(text: str) -> int:
+    """A whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above zero: {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 10**7:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def size(text: str) -> int:
+    """A size such as 3GiB."""
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def percentage(text: str) -> float:
+    """A percentage such as 2%, as a fraction."""
+    try:
+        return parse_threshold(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _parents() -> dict[str, argparse.ArgumentParser]:
+    """One parent parser per shared option."""
+    model = _Parser(add_help=False)
+    model.add_argument("--model", help=f"a shipped config ({', '.join(SHIPPED_MODELS)}), a config.json, a local "
+                       f"folder, or a hub id (default: {DEFAULT_MODEL}'s config with random weights)")
+    seq = _Parser(add_help=False)
+    seq.add_argument("--seq", type=positive_int, default=DEFAULT_SEQ_LEN,
+                     help="sequence length of rows that do not name one (default: %(default)s)")
+    device = _Parser(add_help=False)
+    device.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the worker runs the row (default: %(default)s)")
+    timeout = _Parser(add_help=False)
+    timeout.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
+                         help="seconds before a row's worker is stopped (default: %(default)s)")
+    measurements = _Parser(add_help=False)
+    measurements.add_argument("--measurements", type=Path, default=Path("measurements"),
+                              help="measurements folder (default: %(default)s)")
+    return {"model": model, "seq": seq, "device": device, "timeout": timeout, "measurements": measurements}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = _Parser(prog="memory-budget", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    shared = _parents()
+    for add in (_measure, _probe, _build, _predict, _fit, _diff):
+        add(commands, shared)
+    return parser
+
+
+def _measure(commands: argparse._SubParsersAction, shared: dict) -> None:
+    measure = commands.add_parser("measure", help="run the measurement matrix; one TOML file per row",
+                                  parents=[shared[name] for name in ("model", "seq", "device", "timeout")])
+    measure.add_argument("--rows", nargs="+", metavar="ROW",
+                         help=f"rows to run (default: {' '.join(DEFAULT_ROWS)}); commas also separate")
+    measure.add_argument("--output", type=Path, default=Path("measurements"),
+                         help="measurements folder (default: %(default)s)")
+    measure.add_argument("--repeats", type=positive_int,
+                         help="repeat rounds, each from a fresh worker server; a row's figure is the median "
+                         "(default: 3, and 1 for a row whose first repeat took over 5 minutes)")
+    measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
+    measure.add_argument("--memory-limit", type=size, metavar="SIZE",
+                         help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
+
+
+def _probe(commands: argparse._SubParsersAction, shared: dict) -> None:
+    probe = commands.add_parser("probe", help="run one row under a memory cap and show the phase where it dies",
+                                parents=[shared[name] for name in ("model", "seq", "device", "timeout")])
+    probe.add_argument("--row", default="train-b8", help="the row to probe (default: %(default)s)")
+    probe.add_argument("--memory-limit", type=size, metavar="SIZE",
+                       help="the cap (default: midway between the row's measured step-1 and step-2 peaks)")
+    probe.add_argument("--output", type=Path, default=Path("measurements"),
+                       help="measurements folder: where the uncapped row is read and the capped row written")
+
+
+def _build(commands: argparse._SubParsersAction, shared: dict) -> None:
+    build = commands.add_parser("build", help="turn a measurements folder into site/index.md and index.html",
+                                parents=[shared["measurements"]])
+    build.add_argument("--env", help="environment to build the article from (default: the newest library versions)")
+    build.add_argument("--model", help="the model whose rows to show (default: the shipped model, or the only one)")
+    build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
+
+
+def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
+    predict = commands.add_parser("predict", help="simulate rows with fake tensors: peak, phase and split",
+                                  parents=[shared[name] for name in ("model", "seq", "measurements")])
+    predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
+    predict.add_argument("--format", choices=("text", "json"), default="text")
+    predict.add_argument("--record", action="store_true",
+                         help="write each prediction into this environment's measured file of its row")
+
+
+def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
+    fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation",
+                              parents=[shared[name] for name in ("model", "seq", "measurements")])
+    fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
+    fit.add_argument("--margin", type=percentage, default=0.10, metavar="PERCENT",
+                     help="kept free for what the simulation does not see (default: 10%%)")
+    fit.add_argument("--format", choices=("text", "json"), default="text")
+    fit.add_argument("--confirm", action="store_true",
+                     help="measure two real steps at each answer and at the next batch, where they fit this machine")
+    fit.add_argument("--record", action="store_true",
+                     help="instead: every shipped config against 16, 24, 48 and 80 GiB, into this environment's "
+                     "_fit.toml, for the site")
+
+
+def _diff(commands: argparse._SubParsersAction, shared: dict) -> None:
+    diff = commands.add_parser("diff", help="compare one model's rows between two environments",
+                               parents=[shared["measurements"]])
+    diff.add_argument("before", help="environment folder, or an environment id under --measurements")
+    diff.add_argument("after", help="environment folder, or an environment id under --measurements")
+    diff.add_argument("--model", help="the model whose rows to compare (default: as for build)")
+    diff.add_argument("--threshold", type=percentage, metavar="PERCENT",
+                      help="call a change real beyond this, e.g. 2%% (default: each row's noise, at least the floor)")
+    diff.add_argument("--format", choices=("text", "md", "json"), default="text",
+                      help="text (an aligned table), md (for a pull request) or json (default: %(default)s)")

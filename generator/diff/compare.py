@@ -1,0 +1,162 @@
+"""`diff`: compare one model's rows between two environments, row by row, against the noise of each row.
+
+A Comparison is an object; the terminal, Markdown and JSON renderers live in generator/diff/render.py. A row's verdict
+is `same`, `more`, `less`, `only before`, `only after`, `failed` (it finished before and not after) or
+`not comparable` (generator/store/comparability.py's reason). The threshold of a row is the largest of the noise floor
+(NOISE_FLOOR of the row, at least NOISE_FLOOR_BYTES) and the relative spread (max − min over the median) of its
+independent repeats on either side; --threshold overrides it. Net peaks are compared: the whole-process peak
+minus the imports of the same process."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from generator.store.catalog import Selection
+from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
+from generator.store.records import RowResult
+from generator.units import signed_mib
+
+# The smallest change called real: NOISE_FLOOR of the row's net peak, and never under NOISE_FLOOR_BYTES. Two
+# separate runs of the default matrix on one machine (method 2, three independent repeats each, SmolLM2 under
+# transformers 5.24.0) moved a row's median by at most 1.3 %, while single repeats of one row spread by up to
+# 5.1 % (train-b8-s256-ckpt: 4,156 to 4,371 MiB); so a row whose own repeats happened to agree is still judged
+# against a floor above both. On small rows the file-backed pages a process first touches move the peak by a
+# few MiB whatever its size (tiny-config runs: 6 MiB on 40 MiB), hence the floor in bytes.
+NOISE_FLOOR = 0.05
+NOISE_FLOOR_BYTES = 32 * 2**20
+WORSE = ("more", "failed")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One environment's figures for a row."""
+
+    net_bytes: int
+    min_bytes: int
+    max_bytes: int
+    repeats: int
+    peak_phase: str  # the phase whose peak is the row's peak
+    phase_net_bytes: dict[str, int]  # each phase's peak, net of imports
+    status: str
+
+    @property
+    def spread(self) -> float:
+        """(max − min) / median of the independent repeats; 0 with one repeat."""
+        return (self.max_bytes - self.min_bytes) / self.net_bytes if self.repeats > 1 and self.net_bytes else 0.0
+
+
+@dataclass(frozen=True)
+class RowDiff:
+    """One row's verdict."""
+
+    row: str
+    verdict: str
+    reason: str
+    before: Side | None
+    after: Side | None
+    change_bytes: int
+    change: float  # after / before − 1
+    threshold: float
+    threshold_source: str
+    moved_most: str  # the phase whose net peak changed most, with the change; '' when not compared
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two environments' rows of one model, compared."""
+
+    model: str
+    before: str  # environment ids
+    after: str
+    library_changes: tuple[tuple[str, str, str], ...]  # (library, before, after) for those that differ
+    differences: tuple[tuple[str, str, str], ...]  # every other environment key that differs
+    rows: tuple[RowDiff, ...]
+
+    @property
+    def worse(self) -> tuple[RowDiff, ...]:
+        """Rows that got worse beyond their threshold, or stopped finishing."""
+        return tuple(row for row in self.rows if row.verdict in WORSE)
+
+
+def side(result: RowResult) -> Side:
+    """A row's figures, net of the imports baseline."""
+    summary = result.summary
+    phases = {name: max(peak - summary.baseline_bytes, 0) for name, peak in summary.phase_peak_bytes.items()}
+    nets = [repeat.net_peak_bytes for repeat in result.repeats if repeat.status == "ok"] or [summary.net_peak_bytes]
+    return Side(net_bytes=summary.net_peak_bytes, min_bytes=summary.net_peak_min_bytes or min(nets),
+                max_bytes=summary.net_peak_max_bytes or max(nets), repeats=len(nets),
+                peak_phase=max(phases, key=lambda name: phases[name]) if phases else "",
+                phase_net_bytes=phases, status=summary.status)
+
+
+def threshold_for(before: Side, after: Side, override: float | None) -> tuple[float, str]:
+    """The relative change beyond which a row counts as changed, and where it comes from."""
+    if override is not None:
+        return override, "--threshold"
+    floor = max(NOISE_FLOOR, NOISE_FLOOR_BYTES / before.net_bytes if before.net_bytes else NOISE_FLOOR)
+    spreads = {"before's repeats": before.spread, "after's repeats": after.spread, "noise floor": floor}
+    source = max(spreads, key=lambda name: spreads[name])
+    return spreads[source], source
+
+
+def moved_most(before: Side, after: Side) -> str:
+    """The phase whose net peak changed most, either way: 'step2 (−299 MiB)'."""
+    shared = [name for name in after.phase_net_bytes if name in before.phase_net_bytes]
+    if not shared:
+        return ""
+    change = {name: after.phase_net_bytes[name] - before.phase_net_bytes[name] for name in shared}
+    name = max(shared, key=lambda phase: abs(change[phase]))
+    return f"{name} ({signed_mib(change[name])})"
+
+
+def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, override: float | None) -> RowDiff:
+    """One row's verdict."""
+    sides = (side(before) if before else None, side(after) if after else None)
+    empty = {"change_bytes": 0, "change": 0.0, "threshold": 0.0, "threshold_source": "", "moved_most": ""}
+    if before is None or after is None:
+        verdict = "only after" if before is None else "only before"
+        return RowDiff(row_id, verdict, "", *sides, **empty)  # type: ignore[arg-type]
+    reason = comparable(before, after)
+    if reason:
+        return RowDiff(row_id, "not comparable", reason, *sides, **empty)  # type: ignore[arg-type]
+    old, new = sides[0], sides[1]
+    assert old is not None and new is not None
+    if old.status != "ok" or new.status != "ok":
+        verdict = "failed" if old.status == "ok" else "not comparable"
+        reason = f"after: {new.status}" if old.status == "ok" else f"before: {old.status}"
+        return RowDiff(row_id, verdict, reason, old, new, **empty)  # type: ignore[arg-type]
+    change = new.net_bytes / old.net_bytes - 1 if old.net_bytes else 0.0
+    threshold, source = threshold_for(old, new, override)
+    verdict = "more" if change > threshold else "less" if change < -threshold else "same"
+    return RowDiff(row_id, verdict, "", old, new, new.net_bytes - old.net_bytes, change, threshold, source,
+                   moved_most(old, new))
+
+
+def compare(before: Selection, after: Selection, override: float | None = None) -> Comparison:
+    """Every row of either side, in the order of the after side's rows, then rows only before."""
+    old = {r.row.id: r for r in before.results if r.row.mode != "baseline"}
+    new = {r.row.id: r for r in after.results if r.row.mode != "baseline"}
+    order = [*_ordered(new.values()), *[row_id for row_id in _ordered(old.values()) if row_id not in new]]
+    env_before, env_after = before.results[0].environment, after.results[0].environment
+    libraries = tuple((key, getattr(env_before, key), getattr(env_after, key)) for key in LIBRARY_KEYS
+                      if getattr(env_before, key) != getattr(env_after, key))
+    return Comparison(model=after.model, before=before.environment, after=after.environment,
+                      library_changes=libraries,
+                      differences=tuple(environment_differences(env_before, env_after)),
+                      rows=tuple(diff_row(row_id, old.get(row_id), new.get(row_id), override) for row_id in order))
+
+
+def _ordered(results: Iterable[RowResult]) -> list[str]:
+    rows = sorted(results, key=lambda r: (r.row.memory_limit_bytes > 0, r.row.mode, r.row.tokens_per_step, r.row.id))
+    return [r.row.id for r in rows]
+
+
+def parse_threshold(text: str) -> float:
+    """'2%' -> 0.02; raise ValueError otherwise."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"not a percentage: {text!r} (try 2%)") from None
+    if not text.strip().endswith("%") or not 0 <= value < 1000:
+        raise ValueError(f"not a percentage: {text!r} (try 2%)")
+    return value / 100

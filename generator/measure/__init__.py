@@ -1,0 +1,9 @@
+"""The measure stage: real peak memory, one fresh worker process per repeat.
+
+- ``matrix_run``: a matrix of rows in repeat rounds, one TOML file per row; ``probe``: one row under a cap.
+- ``runner`` and ``server``: the worker server each round's workers are forked from, and one repeat's run.
+- ``worker`` and ``peak``: the forked child that runs a row's steps and reads the process's peak per phase.
+- ``limits``: memory caps; ``lock``: one run per folder; ``progress``: the live display and ETA.
+- ``environment``: the facts of this machine a result depends on; ``method``: the measuring code's hash.
+
+It imports the store and the core, never predict, report, diff or the command line."""

@@ -1,0 +1,118 @@
+"""`fit`: the largest batch that fits a memory budget, by simulation, for each way of running a model.
+
+Predicted memory is close to linear in the batch (fixed costs plus a per-sequence cost), so two simulations
+place a line, the line proposes a batch, and a few more simulations confirm it: the answer's prediction is
+within the usable budget and the next batch's is not. The usable budget is the budget less a safety margin
+for what the simulation does not see (the allocator's fragmentation, a GPU's context and workspaces)."""
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from generator.budget import ProcessModel
+from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
+from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
+from generator.predict.simulate import simulate
+from generator.store.fit_table import FitAnswer, FitTable, Simulated
+from generator.units import GIB
+
+DEFAULT_MARGIN = 0.10
+KINDS = {  # what a person asks about -> the row that answers it, with {b} the batch and {s} the length
+    "inference": "infer-b{b}-s{s}",
+    "full training": "train-b{b}-s{s}",
+    "gradient checkpointing": "train-b{b}-s{s}-ckpt",
+    "16-bit training": "train-b{b}-s{s}-bf16",
+    "LoRA": "train-b{b}-s{s}-lora8",
+}
+
+
+class Predictor:
+    """Expected process peaks of one model's rows, each simulated once."""
+
+    def __init__(self, source: ModelSource, model: ProcessModel,
+                 simulator: Callable[[RowSpec, ModelSource], object] = simulate) -> None:
+        self.source, self.model, self.simulator = source, model, simulator
+        self.cache: dict[str, int] = {}
+
+    def peak(self, row_id: str) -> int:
+        """The expected process peak of a row, net of imports."""
+        if row_id not in self.cache:
+            prediction = self.simulator(parse_row(row_id), self.source)
+            self.cache[row_id] = self.model.expected(prediction.tensor_peak_bytes)  # type: ignore[attr-defined]
+        return self.cache[row_id]
+
+
+def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
+    """Search the largest batch whose prediction is within the usable budget."""
+    template, limit = KINDS[kind], min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
+    before = len(predictor.cache)
+
+    def peak(batch: int) -> int:
+        return predictor.peak(template.format(b=batch, s=seq_len))
+
+    def answer(batch: int) -> FitAnswer:
+        shown = max(batch, 1)
+        following = peak(batch + 1) if batch < limit else 0
+        return FitAnswer(kind=kind, row=template.format(b=shown, s=seq_len), batch=batch,
+                         predicted_bytes=peak(shown), next_bytes=following, usable_bytes=usable,
+                         simulations=len(predictor.cache) - before)
+
+    if peak(1) > usable:
+        return answer(0)
+    fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
+    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
+        slope = max(peak(2) - peak(1), 1)
+        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
+        fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
+    while too_big - fits > 1:
+        guess = _interpolate(fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
+        if peak(guess) <= usable:
+            fits = guess
+        else:
+            too_big = guess
+    return answer(fits)
+
+
+def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | None, usable: int) -> int:
+    """The next batch to try, strictly between the two: where the line through the known peaks meets the
+    budget, when there is such a line, else the midpoint (or double, while no batch is known not to fit)."""
+    if too_big_peak is not None and too_big_peak > fits_peak:
+        guess = fits + (usable - fits_peak) * (too_big - fits) // (too_big_peak - fits_peak)
+    else:
+        guess = min(fits * 2, (fits + too_big) // 2) if too_big_peak is None else (fits + too_big) // 2
+    return min(max(guess, fits + 1), too_big - 1)
+
+
+def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT_MARGIN,
+        kinds: tuple[str, ...] = tuple(KINDS)) -> list[FitAnswer]:
+    """Every kind's answer for one budget."""
+    usable = round(budget * (1 - margin))
+    return [largest_batch(predictor, kind, seq_len, usable) for kind in kinds]
+
+
+SITE_BUDGETS_GIB = (16, 24, 48, 80)
+SITE_SEQ_LEN = 1024
+EXAMPLE_MODEL = "Llama-2-7b"
+EXAMPLE_ROWS = (  # the worked example at 2 bytes per weight: batch 1 × 512, and a realistic 8 × 2048
+    ("run it", "infer-b1-s512-bf16"), ("run it", "infer-b8-s2048-bf16"),
+    ("train all of it", "train-b1-s512-bf16"), ("train all of it", "train-b8-s2048-bf16"),
+    ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
+)
+
+
+def site_table(model: ProcessModel, environment: str, margin: float = DEFAULT_MARGIN) -> FitTable:
+    """Every shipped config against the site's budgets, and the worked example's simulated rows."""
+    answers = []
+    for name in SHIPPED_MODELS:
+        predictor = Predictor(resolve_model(name), model)
+        parameters = predictor.simulator(parse_row("infer-b1-s8"), predictor.source).parameters  # type: ignore[attr-defined]
+        for gib in SITE_BUDGETS_GIB:
+            for found in fit(predictor, SITE_SEQ_LEN, gib * GIB, margin):
+                answers.append(replace(found, model=name, parameters=parameters, budget_bytes=gib * GIB))
+    source = resolve_model(EXAMPLE_MODEL)
+    example = []
+    for task, row_id in EXAMPLE_ROWS:
+        tensor = simulate(parse_row(row_id), source).tensor_peak_bytes
+        example.append(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=tensor,
+                                 peak_bytes=model.expected(tensor)))
+    return FitTable(environment=environment, seq_len=SITE_SEQ_LEN, margin=margin,
+                    process_model=model.describe(), answers=tuple(answers), example=tuple(example))

@@ -1,0 +1,79 @@
+"""`predict`: each row's memory by simulation (generator/simulate.py), with the process peak this machine is
+expected to show on top of the tensors, modelled from the measured rows that carry predictions.
+
+`--record` writes each prediction into the row's result file of this environment, in its own [prediction]
+table, so that the page can set predicted beside measured."""
+
+import json
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from generator.budget import ProcessModel
+from generator.escaping import plain_terminal_text
+from generator.matrix import RowSpec
+from generator.measure.environment import collect_environment
+from generator.model_source import ModelSource
+from generator.predict.simulate import simulate
+from generator.store import codec, layout
+from generator.store.records import Prediction, ResultsError
+from generator.units import format_mib
+
+
+@dataclass(frozen=True)
+class RowPrediction:
+    """A row, its simulation, and the process peak expected on this kind of machine (net of imports)."""
+
+    row: RowSpec
+    prediction: Prediction
+    peak_bytes: int
+
+
+def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel) -> list[RowPrediction]:
+    """Simulate each row (the baseline has nothing to simulate)."""
+    predictions = []
+    for row in rows:
+        if row.mode == "baseline":
+            continue
+        prediction = simulate(row, source)
+        predictions.append(RowPrediction(row, prediction, model.expected(prediction.tensor_peak_bytes)))
+    return predictions
+
+
+def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path) -> list[Path]:
+    """Write each prediction into this environment's measured file of its row, if there is one."""
+    folder = layout.model_folder(measurements, collect_environment().id, source.name)
+    written = []
+    for item in predictions:
+        path = layout.row_path(folder, item.row)
+        if not path.is_file():
+            continue
+        result = codec.load_file(path)
+        if result.model.config_sha256 != source.config_sha256:
+            raise ResultsError(f"{path}: measured another config of {source.name}; not recording into it")
+        codec.save(replace(result, prediction=item.prediction), folder)
+        written.append(path)
+    return written
+
+
+def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
+    """Two lines a row, then the overhead model."""
+    lines = []
+    for item in predictions:
+        p = item.prediction
+        lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected process peak (net of imports), "
+                     f"set in {p.phase}; tensor peak {format_mib(p.tensor_peak_bytes)} ({p.seconds:.1f} s)")
+        lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
+                     f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
+                     f"{format_mib(p.activations_bytes)}")
+    lines.append(model.describe())
+    return "".join(plain_terminal_text(line) + "\n" for line in lines)
+
+
+def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
+    """One object per row."""
+    rows = [{"row": item.row.id, "peak_bytes": item.peak_bytes,
+             "tensor_peak_bytes": item.prediction.tensor_peak_bytes, "phase": item.prediction.phase,
+             **{key: value for key, value in asdict(item.prediction).items() if key not in ("tensor_peak_bytes",
+                                                                                         "phase")},
+             "process_model": model.describe()} for item in predictions]
+    return json.dumps(rows, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,155 @@
+"""Simulate a row's tensor memory with fake tensors: the same steps as the worker (generator/steps.py), on a
+model built under PyTorch's FakeTensorMode, so no weight is allocated and no arithmetic is done.
+
+A dispatch mode sees every tensor an operator returns and follows each new storage until it is freed
+(a weakref finalizer), so it knows the bytes of live tensor storage at every moment: the tensor peak, the
+phase that sets it, and how the peak splits into weights, gradients, AdamW state and activations and
+temporaries. Gradients are recognised as they are accumulated, AdamW's moments once a step has made them;
+buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
+
+import contextlib
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from generator.escaping import one_line_error
+from generator.matrix import RowSpec
+from generator.model_source import ModelError, ModelSource, load_config
+from generator.steps import Prepared, prepare, run_steps
+from generator.store.records import Prediction
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations")
+METHOD = "FakeTensorMode, live tensor storages"
+
+
+class StorageTracker:
+    """Bytes of live tensor storage, by category and phase. Its dispatch mode is made by ``mode()``."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}
+        self.kinds: dict[int, str] = {}
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        self.total = self.peak = self.phase_max = 0
+        self.peak_split = dict(self.totals)
+        self.phase = self.peak_phase = "load"
+        self.phase_peaks: dict[str, int] = {}
+
+    def track(self, tensor: Any, kind: str = "activations") -> None:
+        """Count a tensor's storage once, from now until it is freed."""
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self.sizes:
+            return
+        self.sizes[key], self.kinds[key] = storage.nbytes(), kind
+        self.totals[kind] += self.sizes[key]
+        self.total += self.sizes[key]
+        weakref.finalize(storage, self._free, key)
+        if self.total > self.phase_max:
+            self.phase_max = self.total
+        if self.total > self.peak:
+            self.peak, self.peak_split, self.peak_phase = self.total, dict(self.totals), self.phase
+
+    def classify(self, tensor: Any, kind: str) -> None:
+        """Say what a live tensor is (a gradient, optimizer state, a weight)."""
+        self.track(tensor, kind)
+        key = id(tensor.untyped_storage())
+        self.totals[self.kinds[key]] -= self.sizes[key]
+        self.kinds[key] = kind
+        self.totals[kind] += self.sizes[key]
+
+    def _free(self, key: int) -> None:
+        size = self.sizes.pop(key)
+        self.totals[self.kinds.pop(key)] -= size
+        self.total -= size
+
+    def enter(self, phase: str) -> None:
+        """The phase callback of generator/steps.py: close the phase that ended, start the next."""
+        self.phase_peaks[self.phase] = self.phase_max
+        self.phase, self.phase_max = phase, self.total
+
+    def finish(self) -> None:
+        """Close the last phase."""
+        self.phase_peaks[self.phase] = self.phase_max
+
+    def mode(self) -> Any:
+        """A TorchDispatchMode that tracks the storage of every tensor an operator returns."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        tracker = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for leaf in tree_leaves(out):
+                    if hasattr(leaf, "untyped_storage"):
+                        tracker.track(leaf)
+                return out
+
+        return _Mode()
+
+
+@contextlib.contextmanager
+def _modules_stay_put() -> Iterator[None]:
+    """peft moves new adapters with Module.to(), which fake parameters cannot take (they would have to be
+    swapped, and fake tensors carry weakrefs). The adapters are already fake CPU tensors: make it a no-op."""
+    import torch
+
+    original = torch.nn.Module.to
+    torch.nn.Module.to = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.to = original  # type: ignore[method-assign]
+
+
+def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
+    """Count what exists before the steps, and learn gradients and optimizer state as they appear."""
+    model = prepared.model
+    for parameter in model.parameters():
+        tracker.classify(parameter, "weights")
+    for tensor in [*model.buffers(), prepared.batch]:  # rotary tables, masks, the tokens: the rest
+        tracker.track(tensor)
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            parameter.register_post_accumulate_grad_hook(lambda p: tracker.classify(p.grad, "gradients"))
+    if prepared.optimizer is not None:
+        def state_made(optimizer: Any, *_: Any) -> None:
+            for state in optimizer.state.values():
+                for value in state.values():  # the two moments; the scalar step counters stay in the rest
+                    if hasattr(value, "untyped_storage") and value.dim() > 0:
+                        tracker.classify(value, "optimizer")
+        prepared.optimizer.register_step_post_hook(state_made)
+
+
+def simulate(row: RowSpec, source: ModelSource) -> Prediction:
+    """Build the model from its config under FakeTensorMode and run the row's steps, tracking storages."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import AutoModelForCausalLM
+
+    started = time.perf_counter()
+    tracker, fake = StorageTracker(), FakeTensorMode()
+    with fake, _modules_stay_put():
+        try:
+            model = AutoModelForCausalLM.from_config(load_config(source), dtype=getattr(torch, row.dtype))
+        except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
+            raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
+                             f"({one_line_error(error)})") from None
+        model.tie_weights()
+        prepared = prepare(model, row)
+    with fake, tracker.mode():
+        _watch(tracker, prepared)
+        run_steps(row, prepared, tracker.enter)
+    tracker.finish()
+    parameters = list(prepared.model.parameters())
+    split = tracker.peak_split
+    return Prediction(
+        tensor_peak_bytes=tracker.peak, phase=tracker.peak_phase, weights_bytes=split["weights"],
+        gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
+        activations_bytes=split["activations"], phase_peak_bytes=dict(tracker.phase_peaks),
+        parameters=sum(p.numel() for p in parameters),
+        trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
+        lora_targets=" ".join(prepared.lora_targets), method=METHOD,
+        seconds=time.perf_counter() - started)

@@ -1,0 +1,83 @@
+"""Rendering pages: Jinja2 templates (loaded through importlib.resources from the installed package) into
+Markdown, and Markdown into HTML.
+
+Values from result files are data, never markup: the Markdown template escapes every value it places
+(generator/escaping.py), the Markdown is rendered with raw HTML disabled, and the HTML layout autoescapes."""
+
+import re
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+import jinja2
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+from generator.escaping import markdown_code, markdown_text
+from generator.report.article import PageContext
+from generator.report.fit_page import FitPageContext
+from generator.report.versions import VersionsContext
+
+Page = PageContext | VersionsContext | FitPageContext
+
+
+def templates() -> Traversable:
+    """The templates folder of the installed package (templates/ in a checkout, generator/templates/ in a wheel)."""
+    return resources.files("generator.templates")
+
+
+def _loader() -> jinja2.FunctionLoader:
+    def load(name: str) -> str | None:
+        path = templates() / name
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    return jinja2.FunctionLoader(load)
+
+
+def markdown_environment() -> jinja2.Environment:
+    """Jinja for Markdown: every placed value is escaped as Markdown text unless the tool made it Markdown."""
+    jinja = jinja2.Environment(loader=_loader(), undefined=jinja2.StrictUndefined, autoescape=False,
+                               keep_trailing_newline=True, trim_blocks=False, finalize=markdown_text)
+    jinja.filters["code"] = markdown_code
+    return jinja
+
+
+def html_environment() -> jinja2.Environment:
+    """Jinja for HTML: autoescaped."""
+    return jinja2.Environment(loader=_loader(), undefined=jinja2.StrictUndefined, autoescape=True,
+                              keep_trailing_newline=True)
+
+
+def heading_slug(text: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation and symbols dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def markdown_to_html(markdown: str) -> str:
+    """CommonMark with tables; raw HTML in the Markdown is shown as text, never passed through. Links between
+    the Markdown pages (page.md) point at their HTML twins."""
+    parser = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
+    tokens = parser.parse(markdown)
+    slugs: dict[str, int] = {}
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open":  # ids as a code host makes them, so #anchors work in both twins
+            slug = heading_slug(tokens[index + 1].content)
+            token.attrSet("id", slug if slug not in slugs else f"{slug}-{slugs[slug]}")
+            slugs[slug] = slugs.get(slug, 0) + 1
+        for child in token.children or ():
+            href = str(child.attrGet("href") or "")
+            if child.type == "link_open" and "/" not in href and href.split("#")[0].endswith(".md"):
+                child.attrSet("href", href.replace(".md", ".html", 1))
+    return parser.renderer.render(tokens, parser.options, {})
+
+
+def render_page(name: str, context: Page) -> dict[str, str]:
+    """One page as Markdown (name.md) and as HTML (name.html)."""
+    markdown = markdown_environment().get_template(f"{name}.md.j2").render(context.__dict__)
+    html = html_environment().get_template("layout.html.j2").render(
+        title=context.title, body=Markup(markdown_to_html(markdown)),
+        stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
+    return {f"{name}.md": markdown, f"{name}.html": html}
+
+
+def render_markdown(context: PageContext) -> dict[str, str]:
+    """The article as Markdown and as HTML, keyed by file name."""
+    return render_page("index", context)

@@ -1,0 +1,77 @@
+"""`build`: a measurements folder -> site/index.md, site/index.html, the other pages and the charts.
+
+Two phases, as in mkdocs: first load the results (each file once, through a store Catalog) and render every
+file in memory (any error stops here and leaves the old site untouched), then write them into a fresh folder
+that replaces the output folder whole."""
+
+from dataclasses import replace
+from pathlib import Path
+
+from generator.report.article import PageContext, build_context
+from generator.report.charts import render_svgs, to_svg, versions_chart
+from generator.report.fit_page import FitPageContext, build_fit_page
+from generator.report.output import check_output, write_site
+from generator.report.render import render_markdown, render_page
+from generator.report.versions import VersionsContext, build_versions
+from generator.store import layout
+from generator.store.catalog import Catalog, Selection, newest
+from generator.store.fit_table import load_fit
+from generator.store.overhead import overhead_model
+from generator.store.records import ResultsError
+
+
+def render_pages(context: PageContext, versions: VersionsContext | None = None,
+                 fit_page: FitPageContext | None = None) -> dict[str, str]:
+    """Every output file's text, keyed by file name: the Markdown, the HTML made from it, and the SVGs."""
+    article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None)
+    pages = {**render_markdown(article), **render_svgs(context)}
+    if versions is not None:
+        pages.update(render_page("versions", versions))
+        pages["versions.svg"] = to_svg(versions_chart(versions))
+    if fit_page is not None:
+        pages.update(render_page("fit", fit_page))
+    return pages
+
+
+def choose(catalog: Catalog, env: str | None, model: str | None) -> Selection:
+    """The article's rows: the environment named, else the one with the newest library versions."""
+    measurements = catalog.root
+    if env is not None:
+        return catalog.select(layout.resolve_environment(measurements, env), model)
+    if layout.row_files(measurements):  # a single folder of rows
+        return catalog.select(measurements, model)
+    folders = layout.environments(measurements)
+    if not folders:
+        raise ResultsError(f"{measurements}: holds no result files; run `memory-budget measure` first")
+    found = [selection for folder in folders if (selection := catalog.try_select(folder, model)) is not None]
+    if not found:
+        return catalog.select(folders[0], model)  # raises the reason: no such model
+    return newest(found)
+
+
+def others(catalog: Catalog, article: Selection) -> list[Selection]:
+    """The article's model in every other environment."""
+    found = [catalog.try_select(folder, article.model) for folder in layout.environments(catalog.root)]
+    return [s for s in found if s is not None and s.folder != article.folder]
+
+
+def build_pages(measurements: Path, env: str | None = None, model: str | None = None) -> dict[str, str]:
+    """Load one environment's results and render every page in memory."""
+    catalog = Catalog(measurements)
+    selection = choose(catalog, env, model)
+    single_folder = bool(layout.row_files(measurements))
+    environment_folder = layout.environment_folder(selection.folder)
+    fit_table = None if single_folder else load_fit(environment_folder)
+    process = overhead_model(catalog, selection.environment)
+    context = build_context(list(selection.results), process, fit_table)
+    versions = None if single_folder else build_versions(selection, others(catalog, selection))
+    fit_page = None
+    if fit_table is not None and fit_table.answers:
+        fit_page = build_fit_page(fit_table, catalog.every_result(environment_folder), process)
+    return render_pages(context, versions, fit_page)
+
+
+def build_site(measurements: Path, output: Path, env: str | None = None, model: str | None = None) -> list[Path]:
+    """Render every page, then write them into the output folder."""
+    check_output(output)
+    return write_site(build_pages(measurements, env, model), output)

@@ -1,0 +1,81 @@
+"""The versions page's context: each other environment of the article's model, diffed against the article's
+(the newest library versions), with a few findings computed from the comparisons.
+
+Like the article's context it is frozen and typed; the template places its values and nothing else."""
+
+from dataclasses import dataclass
+
+from generator.diff.compare import Comparison, RowDiff, compare
+from generator.diff.render import COLUMNS, cells
+from generator.store.catalog import Selection
+from generator.units import signed_mib, signed_percent
+
+
+@dataclass(frozen=True)
+class Release:
+    """One environment against the newest."""
+
+    label: str  # "transformers 4.57.6 → 5.24.0"
+    before: str  # environment ids
+    after: str
+    differences: tuple[tuple[str, str, str], ...]
+    rows: tuple[tuple[str, ...], ...]  # the table's cells, as diff renders them
+    counts: str  # "9 same, 1 more"
+    largest: RowDiff | None  # the compared row whose net peak moved most, either way
+    largest_text: str
+
+
+@dataclass(frozen=True)
+class VersionsContext:
+    """Everything versions.md.j2 places."""
+
+    title: str
+    model_name: str
+    newest: str
+    columns: tuple[str, ...]
+    releases: tuple[Release, ...]
+    changes: tuple[tuple[str, str, float], ...]  # (release label, row, change) for the chart
+
+
+def release_label(comparison: Comparison) -> str:
+    """What changed between the two set-ups, in words."""
+    changes = [f"{key} {old} → {new}" for key, old, new in comparison.library_changes]
+    return ", ".join(changes) or f"{comparison.before} → {comparison.after} (same library versions)"
+
+
+def largest_change(comparison: Comparison) -> RowDiff | None:
+    """The compared row whose net peak moved most, either way."""
+    compared = [row for row in comparison.rows if row.threshold_source]
+    return max(compared, key=lambda row: abs(row.change)) if compared else None
+
+
+def describe(row: RowDiff | None) -> str:
+    """'train-b8-s256: +3.1 % (+210 MiB), most in step2; within its 5.0 % threshold'."""
+    if row is None:
+        return "no row could be compared"
+    beyond = "beyond" if row.verdict in ("more", "less") else "within"
+    sign = f"{signed_percent(row.change)} ({signed_mib(row.change_bytes)})"
+    return (f"{row.row}: {sign}, most in {row.moved_most or 'no phase'}; {beyond} its "
+            f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
+
+
+def release(comparison: Comparison) -> Release:
+    """One comparison, ready to place."""
+    verdicts = [row.verdict for row in comparison.rows]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+    largest = largest_change(comparison)
+    return Release(label=release_label(comparison), before=comparison.before, after=comparison.after,
+                   differences=comparison.differences, rows=tuple(tuple(cells(row)) for row in comparison.rows),
+                   counts=counts, largest=largest, largest_text=describe(largest))
+
+
+def build_versions(article: Selection, others: list[Selection]) -> VersionsContext | None:
+    """The page, or None when the article's model was measured in no other environment."""
+    if not others:
+        return None
+    comparisons = [compare(other, article) for other in sorted(others, key=lambda s: s.environment)]
+    releases = tuple(release(comparison) for comparison in comparisons)
+    changes = tuple((item.label, row.row, row.change) for item, comparison in zip(releases, comparisons, strict=True)
+                    for row in comparison.rows if row.threshold_source)
+    return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
+                           newest=article.environment, columns=COLUMNS, releases=releases, changes=changes)

@@ -1,0 +1,216 @@
+"""The article's rows as the page shows them: a measured row's figures, formatted, with its phases, its split into
+P × bytes and the rest, and its prediction beside it. Frozen and typed; the templates place values only."""
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from generator.budget import ProcessModel, fixed_costs, weight_bytes
+from generator.matrix import RowSpec
+from generator.store.records import RowResult
+from generator.units import format_mib, mib_range, signed_percent
+
+PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
+                "optimizer": "optimizer step 1", "step2": "step 2"}
+PHASE_ORDER = tuple(PHASE_LABELS)
+MODE_LABELS = {"inference": "inference", "train": "training"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A byte count and how the page shows it."""
+
+    n_bytes: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A dimensionless value and how the page shows it."""
+
+    value: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase's peak, net of the imports baseline."""
+
+    name: str
+    label: str
+    net: Figure
+
+
+@dataclass(frozen=True)
+class Component:
+    """One slice of a row's peak: weights, gradients, AdamW state, or activations and the rest."""
+
+    name: str
+    n_bytes: int
+
+
+@dataclass(frozen=True)
+class RowView:
+    """A measured row, as the table and charts show it."""
+
+    id: str
+    label: str
+    mode: str
+    batch_size: int
+    seq_len: int
+    tokens: int
+    tokens_text: str
+    dtype: str
+    gradient_checkpointing: bool
+    lora_rank: int
+    memory_limit: str
+    ok: bool
+    status: str
+    status_text: str
+    net: Figure | None
+    peak: Figure | None
+    times_weights: Ratio | None
+    phases: tuple[Phase, ...]
+    components: tuple[Component, ...]
+    trainable_parameters: int
+    cuda_reserved: Figure | None  # --device cuda: the caching allocator's peak reserve
+    wall_seconds: float
+    setup_seconds: float
+    setup_share: Ratio | None
+    spread: str = ""  # "6,480–6,600 MiB": the lowest and highest of the independent repeats
+    repeats: int = 0
+    repeats_note: str = ""
+    tensor_peak: Figure | None = None  # simulated with fake tensors
+    predicted: Figure | None = None  # the tensor peak plus the process overhead model
+    prediction_error: Ratio | None = None  # (predicted − measured) / measured, signed
+    overhead_share: Ratio | None = None  # (measured − tensor peak) / tensor peak: held beyond the tensors
+    lora_targets: str = ""  # "q_proj, v_proj"
+
+
+def figure(n_bytes: int) -> Figure:
+    """Bytes shown in MiB, the page's unit for measured figures."""
+    return Figure(n_bytes, format_mib(n_bytes))
+
+
+def ratio(value: float) -> Ratio:
+    """'6.8×'."""
+    return Ratio(value, f"{value:.1f}×")
+
+
+def share(value: float) -> Ratio:
+    """'26 %'."""
+    return Ratio(value, f"{value * 100:.0f} %")
+
+
+def signed(value: float) -> Ratio:
+    """'+3.1 %' or '−2.0 %'."""
+    return Ratio(value, signed_percent(value))
+
+
+def row_label(row: RowSpec, lora_targets: str = "") -> str:
+    """'training, batch 8 × 256, gradient checkpointing'; LoRA's targets as the row recorded them."""
+    if row.mode == "baseline":
+        return "imports only (baseline)"
+    parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
+    if row.gradient_checkpointing:
+        parts.append("gradient checkpointing")
+    if row.dtype != "float32":
+        parts.append(f"{row.dtype} weights and AdamW state")
+    if row.lora_rank:
+        parts.append(f"LoRA r={row.lora_rank}" + (f" on {', '.join(lora_targets.split())}" if lora_targets else ""))
+    if row.memory_limit_bytes:
+        parts.append(f"capped at {format_mib(row.memory_limit_bytes)}")
+    return ", ".join(parts)
+
+
+def components(result: RowResult, parameters: int) -> tuple[Component, ...]:
+    """Split a row's net peak into what P × bytes predicts and the measured rest."""
+    row, summary = result.row, result.summary
+    costs = fixed_costs(parameters, result.model.trainable_parameters, row.dtype, row.mode == "train")
+    known = [("weights", costs.weights), ("gradients", costs.gradients), ("AdamW state", costs.adamw_state)]
+    known = [(name, n_bytes) for name, n_bytes in known if n_bytes]
+    rest = max(summary.net_peak_bytes - sum(n for _, n in known), 0)
+    return tuple(Component(name, n_bytes) for name, n_bytes in [*known, ("activations and the rest", rest)])
+
+
+def row_view(result: RowResult, parameters: int, process: ProcessModel | None = None) -> RowView:
+    """One row, formatted."""
+    row, summary = result.row, result.summary
+    baseline = summary.baseline_bytes
+    in_order = sorted(summary.phase_peak_bytes.items(),
+                      key=lambda item: PHASE_ORDER.index(item[0]) if item[0] in PHASE_ORDER else len(PHASE_ORDER))
+    phases = tuple(Phase(name, PHASE_LABELS.get(name, name), figure(max(peak - baseline, 0)))
+                   for name, peak in in_order) if summary.ok else ()
+    measured = summary.ok and row.mode != "baseline"
+    failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
+    return RowView(
+        id=row.id, label=row_label(row, summary.lora_targets), mode=row.mode, batch_size=row.batch_size,
+        seq_len=row.seq_len,
+        tokens=row.tokens_per_step, tokens_text=f"{row.tokens_per_step:,}", dtype=row.dtype,
+        gradient_checkpointing=row.gradient_checkpointing,
+        lora_rank=row.lora_rank,
+        memory_limit=format_mib(row.memory_limit_bytes) if row.memory_limit_bytes else "",
+        ok=summary.ok, status=summary.status,
+        status_text="ok" if summary.ok else f"{failure}: {readable_detail(summary.detail)}" if summary.detail
+        else failure,
+        net=figure(summary.net_peak_bytes) if summary.ok else None,
+        peak=figure(summary.peak_rss_bytes) if summary.ok else None,
+        times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, "float32"))
+        if measured and parameters else None,
+        phases=phases,
+        components=components(result, parameters) if measured else (),
+        trainable_parameters=result.model.trainable_parameters,
+        cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
+        wall_seconds=summary.wall_seconds, setup_seconds=summary.setup_seconds,
+        setup_share=share(summary.setup_share) if summary.ok and summary.setup_share is not None else None,
+        spread=(f"{mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)} MiB"
+                if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes else ""),
+        repeats=len(result.repeats), repeats_note=summary.repeats_note,
+        lora_targets=", ".join(summary.lora_targets.split()),
+        **prediction_fields(result, process),
+    )
+
+
+_BYTES_IN_TEXT = re.compile(r"\b(\d{7,}) bytes\b")
+
+
+def readable_detail(detail: str) -> str:
+    """An error's last line with its byte counts in MiB: 'allocate 384 MiB (402,653,184 bytes)'."""
+    return _BYTES_IN_TEXT.sub(lambda m: f"{format_mib(int(m.group(1)))} ({int(m.group(1)):,} bytes)", detail)
+
+
+def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
+    """A row's prediction beside its measurement, where it has one."""
+    prediction, summary = result.prediction, result.summary
+    if prediction is None or not summary.ok or result.row.mode == "baseline":
+        return {}
+    tensor = prediction.tensor_peak_bytes
+    expected = process.expected(tensor) if process is not None else tensor
+    measured = summary.net_peak_bytes
+    return {"tensor_peak": figure(tensor), "predicted": figure(expected),
+            "prediction_error": signed((expected - measured) / measured) if measured else None,
+            "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
+
+
+@dataclass(frozen=True)
+class OverheadSummary:
+    """What processes held beyond their tensors, across the rows with predictions."""
+
+    rows: int
+    low: Ratio
+    high: Ratio
+    median: Ratio
+    largest_row: str  # the row with the largest share
+    process_model: str  # the fitted model in words
+
+
+def overhead_summary(views: Sequence[RowView], process: ProcessModel | None) -> OverheadSummary | None:
+    """The spread of measured − tensor peak across the rows that carry a prediction."""
+    shares = [(view.overhead_share.value, view.id) for view in views if view.overhead_share is not None]
+    if not shares or process is None:
+        return None
+    values = sorted(value for value, _ in shares)
+    return OverheadSummary(rows=len(shares), low=share(values[0]), high=share(values[-1]),
+                           median=share(statistics.median(values)), largest_row=max(shares)[1],
+                           process_model=process.describe())

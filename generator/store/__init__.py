@@ -1,0 +1,12 @@
+"""The store: the one owner of result files on disk.
+
+- ``records``: the typed records (a row's result, its repeats, its summary, its prediction) and the
+  declarations of the figures a repeat records; ``summary``: how repeats combine into a row's summary.
+- ``environment``: the set-up a result was measured on, and its id.
+- ``codec``: TOML in and out, strictly checked; ``upgrade``: older schema versions brought up to date.
+- ``layout``: where files live; ``files``: one atomic writer, one strict TOML reader, logs appended to.
+- ``catalog``: a measurements folder, each file loaded once per command.
+- ``comparability``: which keys must agree for two results to be compared.
+- ``fit_table`` and ``overhead``: derived data that the site and ``predict`` both read.
+
+It imports only the core modules (generator/*.py), never a stage above it."""

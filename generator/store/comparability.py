@@ -1,0 +1,37 @@
+"""Whether two results of a row may be compared, as an explicit list of checked keys in the spirit of
+pyperf's checked metadata; environments may differ, and ENVIRONMENT_KEYS lists what is reported when they do."""
+
+from generator.store.environment import Environment
+from generator.store.records import RowResult
+
+# What must agree for two results of one row to be compared: the row's definition, the model's architecture,
+# the file format, and the measuring method (bumped whenever the harness changes what a figure means).
+CHECKED_KEYS = ("row", "model.config_sha256", "schema_version", "method_version")
+# The libraries a diff is about, and everything else about a set-up that it reports when it differs.
+LIBRARY_KEYS = ("torch", "transformers", "peft")
+ENVIRONMENT_KEYS = ("python", "device", "device_name", "cpu", "cpu_features", "cpu_count", "total_memory_bytes",
+                    "os", "machine")
+
+
+def checked_value(result: RowResult, key: str) -> object:
+    """One checked key's value: a dotted key reads an attribute of an attribute."""
+    value: object = result
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def comparable(before: RowResult, after: RowResult) -> str:
+    """'' when two results of a row may be compared, else the first reason they may not."""
+    for key in CHECKED_KEYS:
+        old, new = checked_value(before, key), checked_value(after, key)
+        if old != new:
+            shown = (str(old)[:12], str(new)[:12]) if key == "model.config_sha256" else (old, new)
+            return f"{key} differs ({shown[0]} against {shown[1]})"
+    return ""
+
+
+def environment_differences(before: Environment, after: Environment) -> list[tuple[str, str, str]]:
+    """(key, before, after) for every non-library key of two set-ups that differs."""
+    return [(key, str(getattr(before, key)), str(getattr(after, key))) for key in ENVIRONMENT_KEYS
+            if getattr(before, key) != getattr(after, key)]

@@ -1,0 +1,77 @@
+"""Where things live in a measurements folder: ``<environment>/<model>/<row>.toml``, with the side files
+(``_runs.toml``, ``_benchmarks.toml`` beside the rows or the environment, ``_fit.toml`` in the environment).
+
+The environment id says which libraries and which machine; the model folder keeps each model's rows apart, so
+a GPT-2 config and SmolLM2 measured on one set-up never overwrite or shadow each other. Folders written before
+models had their own folder (rows directly under the environment) still load, as that environment's one
+model."""
+
+import re
+from pathlib import Path
+
+from generator.matrix import RowSpec
+from generator.store.records import ResultsError
+
+RUNS_FILE = "_runs.toml"
+FIT_FILE = "_fit.toml"
+BENCHMARKS_FILE = "_benchmarks.toml"
+ENVIRONMENT_PREFIXES = ("cpu-", "cuda-")
+
+
+def model_folder_name(model_name: str) -> str:
+    """A model's folder: its name with anything but letters, digits, '.', '-' and '_' replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", model_name).strip(".") or "model"
+
+
+def model_folder(root: Path, environment_id: str, model_name: str) -> Path:
+    """Where one model's rows of one environment live."""
+    return root / environment_id / model_folder_name(model_name)
+
+
+def row_path(folder: Path, row: RowSpec) -> Path:
+    """A row's file in a model folder: its id is its name."""
+    return folder / f"{row.id}.toml"
+
+
+def row_files(folder: Path) -> list[Path]:
+    """Row files in a folder: *.toml, leaving out the side files (_*.toml) and hidden files."""
+    return sorted(p for p in folder.glob("*.toml") if not p.name.startswith(("_", ".")))
+
+
+def is_legacy(folder: Path) -> bool:
+    """An environment folder holding rows itself, as written before models had folders of their own."""
+    return folder.name.startswith(ENVIRONMENT_PREFIXES)
+
+
+def environment_folder(model_folder_path: Path) -> Path:
+    """The environment folder of a model folder (itself, for the layout before model folders)."""
+    return model_folder_path if is_legacy(model_folder_path) else model_folder_path.parent
+
+
+def model_folders(environment: Path) -> list[Path]:
+    """The folders of an environment that hold rows: its model folders, or itself in the older layout."""
+    if row_files(environment):
+        return [environment]
+    return sorted(p for p in environment.iterdir() if p.is_dir() and row_files(p))
+
+
+def environments(root: Path) -> list[Path]:
+    """Environment folders under a measurements folder that hold rows (directly or in model folders)."""
+    if not root.is_dir():
+        raise ResultsError(f"{root}: no such measurements folder")
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and model_folders(p))
+
+
+def resolve_environment(root: Path, text: str) -> Path:
+    """An environment given as a folder path or as an id under root."""
+    for candidate in (Path(text), root / text):
+        if candidate.is_dir() and model_folders(candidate):
+            return candidate
+    known = ", ".join(p.name for p in environments(root)) if root.is_dir() else ""
+    raise ResultsError(f"{root}: no environment {text!r}, as a folder or an id (known: {known or 'none'})")
+
+
+def recorded_row_files(root: Path, row: RowSpec) -> list[Path]:
+    """Every file of this row in any environment and model under root, oldest first (by modification time)."""
+    found = [*root.glob(f"*/*/{row.id}.toml"), *root.glob(f"*/{row.id}.toml")]
+    return sorted(found, key=lambda path: path.stat().st_mtime)

@@ -1,0 +1,21 @@
+"""The logs kept beside the rows: `_runs.toml` (one entry per measure run that measured something) and
+`_benchmarks.toml` (the tool's own speed and memory, recorded by generator/predict/benchmark.py)."""
+
+from pathlib import Path
+
+from generator.store.files import append_to_log
+from generator.store.layout import BENCHMARKS_FILE, RUNS_FILE
+
+
+def record_run(folder: Path, entry: dict) -> Path:
+    """Append one measure run's timings to the model folder's _runs.toml."""
+    path = folder / RUNS_FILE
+    append_to_log(path, "runs", entry)
+    return path
+
+
+def record_benchmark(environment_folder: Path, table: str, entry: dict) -> Path:
+    """Append one benchmark run to the environment's _benchmarks.toml, under its table."""
+    path = environment_folder / BENCHMARKS_FILE
+    append_to_log(path, table, entry)
+    return path

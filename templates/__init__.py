@@ -1,0 +1,1 @@
+"""The page templates (Jinja2) and stylesheet, shipped as package data: loaded through importlib.resources."""

@@ -1,0 +1,131 @@
+"""The package's shape, as tests: stages import only downward, modules and functions stay small, build and
+diff never import torch, the worker server's preload names resolve, and one build loads each file once."""
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_MODEL
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "generator"
+# cli → {predict, report} → {measure, diff} → store → core: a module may import its own stage or a lower one.
+LEVELS = {"cli": 4, "predict": 3, "report": 3, "measure": 2, "diff": 2, "store": 1}
+
+
+def stage(module: str) -> str:
+    """'generator.store.codec' -> 'store'; a flat module of generator/ is the core."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[0] != "generator":
+        return ""
+    if parts[1] == "__main__":
+        return "cli"  # `python -m generator` is the command line
+    return parts[1] if parts[1] in LEVELS else "core"
+
+
+def level(name: str) -> int:
+    return LEVELS.get(name, 0)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(REPO).with_suffix("")
+        name = ".".join(relative.parts).removesuffix(".__init__")
+        found[name] = path
+    return found
+
+
+def imported(path: Path) -> set[str]:
+    """Every generator module a file imports, at the top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if name.startswith("generator.") and stage(name)}
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that point up, or sideways to the other stage of the same level."""
+    found = []
+    for module, targets in graph.items():
+        source = stage(module)
+        for target in targets:
+            other = stage(target)
+            if level(other) > level(source) or (level(other) == level(source) and other != source):
+                found.append(f"{module} ({source}) imports {target} ({other})")
+    return found
+
+
+def test_stages_import_only_downward() -> None:
+    graph = {name: imported(path) for name, path in modules().items()}
+    assert violations(graph) == []
+
+
+def test_the_stage_check_catches_an_upward_and_a_sideways_import() -> None:
+    assert violations({"generator.store.codec": {"generator.measure.worker"}})
+    assert violations({"generator.report.site": {"generator.predict.fit"}})
+    assert violations({"generator.units": {"generator.store.records"}})
+    assert not violations({"generator.report.versions": {"generator.diff.compare", "generator.units"}})
+
+
+def test_no_module_over_300_lines_and_no_function_over_50() -> None:
+    long_modules, long_functions = [], []
+    for name, path in modules().items():
+        text = path.read_text()
+        if len(text.splitlines()) > 300:
+            long_modules.append(name)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if length > 50:
+                    long_functions.append(f"{name}.{node.name} ({length} lines)")
+    assert long_modules == [] and long_functions == []
+
+
+@pytest.mark.parametrize("command", ["build", "diff"])
+def test_build_and_diff_never_import_the_measuring_stack(command: str, tmp_path: Path) -> None:
+    environment = sorted((REPO / "measurements").iterdir())[-1]
+    argv = (["build", "--output", str(tmp_path / "site")] if command == "build"
+            else ["diff", str(environment), str(environment), "--format", "json"])
+    code = (f"import sys; from generator.cli import main; code = main({argv!r}); "
+            "heavy = sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules); "
+            "print('IMPORTED', heavy, file=sys.stderr); raise SystemExit(code)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "IMPORTED []" in result.stderr
+
+
+def test_the_worker_servers_preload_names_resolve() -> None:
+    """multiprocessing's forkserver ignored a stale name silently, shifting the baseline; the server imports
+    each name and fails loudly, and every name the runner sends exists."""
+    from generator.measure.runner import preload_modules
+    from generator.model_source import SHIPPED_MODELS, resolve_model
+
+    for model in [*SHIPPED_MODELS, str(TINY_MODEL)]:
+        for name in preload_modules(resolve_model(model)):
+            assert importlib.util.find_spec(name) is not None, name
+
+
+def test_a_stale_preload_name_stops_the_server_with_its_reason() -> None:
+    result = subprocess.run([sys.executable, "-m", "generator.measure.server", "generator.no_such_module"],
+                            input="", capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "generator.no_such_module" in result.stderr
+
+
+def test_one_build_loads_each_result_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from generator.report.site import build_site
+    from generator.store import codec
+
+    loads: list[Path] = []
+    parse = codec.parse
+    monkeypatch.setattr(codec, "parse", lambda text, path: loads.append(path) or parse(text, path))
+    build_site(REPO / "measurements", tmp_path / "site")
+    files = [p for p in (REPO / "measurements").rglob("*.toml") if not p.name.startswith("_")]
+    assert sorted(loads) == sorted(files)
