@@ -82,7 +82,11 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
         raise RowError(f"unknown row {text!r}: it must start with one of {', '.join(MODES)}")
     fields: dict[str, object] = {"mode": mode}
     for token in tokens[1:]:
-        fields.update(_parse_token(token, text))
+        parsed = _parse_token(token, text)
+        twice = set(parsed) & set(fields)
+        if twice:  # "train-b2-bf16-fp16" must not quietly mean fp16
+            raise RowError(f"row {text!r} names its {_COORDINATE_NAMES[twice.pop()]} twice")
+        fields.update(parsed)
     if mode == "baseline":
         if set(fields) - {"mode", "memory_limit_bytes"}:
             raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype or LoRA")
@@ -93,6 +97,11 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
     row = RowSpec(**fields)  # type: ignore[arg-type]
     check_row(row, text)
     return row
+
+
+_COORDINATE_NAMES = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype",
+                     "gradient_checkpointing": "checkpointing", "lora_rank": "LoRA rank",
+                     "memory_limit_bytes": "memory cap"}
 
 
 def _parse_token(token: str, text: str) -> dict[str, object]:
@@ -109,7 +118,10 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
             raise RowError(f"row {text!r}: {error}") from None
     for prefix, key in (("lora", "lora_rank"), ("b", "batch_size"), ("s", "seq_len")):
         if token.startswith(prefix) and token[len(prefix):].lstrip("-").isdigit():
-            return {key: int(token[len(prefix):])}
+            value = int(token[len(prefix):])
+            if key == "lora_rank" and value < 1:  # lora0 would run as full training under a LoRA id
+                raise RowError(f"row {text!r}: LoRA rank must be between 1 and 1024")
+            return {key: value}
     if _DTYPE_LIKE.match(token):
         raise RowError(f"row {text!r}: unknown dtype {token!r} (known: {', '.join(DTYPES)})")
     raise RowError(f"row {text!r}: unknown part {token!r} (expected b<batch>, s<length>, ckpt, "

@@ -38,6 +38,8 @@ class ModelSource:
     location: str  # what the worker opens: an absolute path, or the hub id
     config_sha256: str
     model_type: str  # transformers' name for the architecture, e.g. "llama"
+    max_positions: int = 0  # the longest sequence the config allows; 0 where it sets no limit (ALiBi models)
+    lora_targets: tuple[str, ...] = ()  # --lora-targets: the modules a LoRA row adapts; () for the defaults
 
     @property
     def code_module(self) -> str:
@@ -60,7 +62,8 @@ def resolve_model(text: str | None) -> ModelSource:
     if path.is_dir():
         return _from_folder(path)
     if _looks_like_path(text):
-        raise ModelError(f"--model {text}: no such file or folder")
+        raise ModelError(f"--model {text}: no such file or folder, and not a shipped config "
+                         f"(shipped: {', '.join(SHIPPED_MODELS)})")
     return _from_hub(text)
 
 
@@ -70,9 +73,9 @@ def _looks_like_path(text: str) -> bool:
 
 def _from_config_file(path: Path, name: str, reference: str) -> ModelSource:
     config = _read_config(path)
-    _check_causal_lm(config, str(path))
+    positions = _check_causal_lm(config, str(path))
     return ModelSource(name=name, kind=RANDOM_INIT, reference=reference, location=str(path.resolve()),
-                       config_sha256=config_hash(config), model_type=config["model_type"])
+                       config_sha256=config_hash(config), model_type=config["model_type"], max_positions=positions)
 
 
 def _from_folder(folder: Path) -> ModelSource:
@@ -80,11 +83,11 @@ def _from_folder(folder: Path) -> ModelSource:
     if not config_path.is_file():
         raise ModelError(f"--model {folder}: the folder has no config.json")
     config = _read_config(config_path)
-    _check_causal_lm(config, str(folder))
+    positions = _check_causal_lm(config, str(folder))
     has_weights = any((folder / name).exists() for name in _WEIGHT_FILES)
     return ModelSource(name=folder.name, kind=PRETRAINED if has_weights else RANDOM_INIT,
                        reference=str(folder), location=str((folder if has_weights else config_path).resolve()),
-                       config_sha256=config_hash(config), model_type=config["model_type"])
+                       config_sha256=config_hash(config), model_type=config["model_type"], max_positions=positions)
 
 
 def _from_hub(repo_id: str) -> ModelSource:
@@ -97,9 +100,9 @@ def _from_hub(repo_id: str) -> ModelSource:
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelError(f"--model {repo_id}: cannot load it from the hub: {first_line}") from None
-    _check_causal_lm(config, repo_id)
+    positions = _check_causal_lm(config, repo_id)
     return ModelSource(name=repo_id.split("/")[-1], kind=PRETRAINED, reference=repo_id, location=repo_id,
-                       config_sha256=config_hash(config), model_type=config["model_type"])
+                       config_sha256=config_hash(config), model_type=config["model_type"], max_positions=positions)
 
 
 def _check_hub_reachable(repo_id: str) -> None:
@@ -123,19 +126,39 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-def _check_causal_lm(config: dict, where: str) -> None:
+def _check_causal_lm(config: dict, where: str) -> int:
+    """Refuse what is not a causal LM transformers can build; return its maximum positions (0: no limit)."""
     from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
 
     model_type = config.get("model_type")
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise ModelError(f"--model {where}: model_type {model_type!r} is not a causal language model "
                          "that transformers knows")
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not config.get("is_decoder"):
+        raise ModelError(f"--model {where}: model_type {model_type!r} is an encoder (a masked language model), "
+                         "not a causal one; set \"is_decoder\": true in its config to measure it as a decoder")
     fields = {key: value for key, value in config.items() if key != "model_type"}
     try:
-        AutoConfig.for_model(str(model_type), **fields)
+        built = AutoConfig.for_model(str(model_type), **fields)
     except Exception as error:  # transformers and huggingface_hub validate with exceptions of many types
         raise ModelError(f"--model {where}: transformers cannot build its config ({one_line_error(error)})") from None
+    positions = getattr(built, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) and positions > 0 else 0
+
+
+def check_lengths(source: ModelSource, lengths: list[int]) -> None:
+    """Refuse a sequence length over the model's maximum positions: a real forward would fail or leave the
+    range it was built for (GPT-2 raises an IndexError past its 1,024 positions)."""
+    if not source.max_positions:
+        return
+    for length in lengths:
+        if length > source.max_positions:
+            raise ModelError(f"--model {source.reference}: a sequence of {length:,} tokens is longer than its "
+                             f"{source.max_positions:,} positions that its config allows")
 
 
 def config_hash(config: dict) -> str:

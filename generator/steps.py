@@ -7,6 +7,7 @@
 steps, calling ``on_phase(name)`` as each phase begins: forward, backward and optimizer for step 1, then
 step2 (inference rows: forward, then step2)."""
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,27 +31,48 @@ class Prepared:
     lora_targets: tuple[str, ...] = ()
 
 
+# Architectures peft names no default for, with the attention projections LoRA usually adapts in them:
+# Phi-3 fuses query, key and value into one qkv_proj; the MoE variants keep their dense siblings' names.
+EXTRA_LORA_TARGETS = {"phi3": ("qkv_proj",), "qwen2_moe": ("q_proj", "v_proj"), "qwen3_moe": ("q_proj", "v_proj"),
+                      "olmoe": ("q_proj", "v_proj"), "granitemoe": ("q_proj", "v_proj")}
+
+
 def default_lora_targets(model_type: str) -> tuple[str, ...]:
-    """peft's default target modules for an architecture: q_proj and v_proj for Llama, c_attn for GPT-2."""
+    """peft's default target modules for an architecture (q_proj and v_proj for Llama, c_attn for GPT-2), else
+    this tool's for the common architectures peft does not name."""
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
 
-    targets = DEFAULTS.get(model_type)
+    targets = DEFAULTS.get(model_type) or EXTRA_LORA_TARGETS.get(model_type)
     if not targets:
-        raise LoraTargetError(f"peft names no default LoRA target modules for model_type {model_type!r}")
+        raise LoraTargetError(f"no default LoRA target modules for model_type {model_type!r}; "
+                              "name them with --lora-targets (e.g. --lora-targets q_proj,v_proj)")
     return tuple(targets)
 
 
-def with_lora(model: Any, row: RowSpec) -> tuple[Any, tuple[str, ...]]:
-    """The model with LoRA adapters of the row's rank on peft's default targets for its architecture."""
+def with_lora(model: Any, row: RowSpec, targets: tuple[str, ...] = ()) -> tuple[Any, tuple[str, ...]]:
+    """The model with LoRA adapters of the row's rank on the targets given, else the architecture's defaults."""
     import peft
 
-    targets = default_lora_targets(model.config.model_type)
+    targets = targets or default_lora_targets(model.config.model_type)
     config = peft.LoraConfig(r=row.lora_rank, lora_alpha=2 * row.lora_rank, lora_dropout=0.0,
                              target_modules=list(targets), task_type="CAUSAL_LM")
-    return peft.get_peft_model(model, config), targets
+    with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not ours
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return peft.get_peft_model(model, config), targets
 
 
-def prepare(model: Any, row: RowSpec, device: str = "cpu") -> Prepared:
+def enable_checkpointing(model: Any) -> None:
+    """Activation (gradient) checkpointing with non-reentrant autograd, through the API the installed
+    transformers names: activation_checkpointing_enable from 5.x on (gradient_checkpointing_enable is
+    deprecated there and warns on every call), gradient_checkpointing_enable before it."""
+    options = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
+
+
+def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[str, ...] = ()) -> Prepared:
     """Gradient checkpointing, LoRA, train or eval mode, the optimizer and a batch of random tokens."""
     import torch
 
@@ -61,9 +83,9 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu") -> Prepared:
         model.eval()
     else:
         if row.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_checkpointing(model)
         if row.lora_rank:
-            model, targets = with_lora(model, row)
+            model, targets = with_lora(model, row, lora_targets)
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     batch = torch.randint(0, model.config.vocab_size, (row.batch_size, row.seq_len), device=device)

@@ -16,6 +16,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 def parse_size(text: str) -> int:
     """Parse '3GiB', '512MiB', '2.5G' (binary) or '3GB' (decimal) into bytes; raise ValueError otherwise."""
+    if text.strip().startswith("-"):
+        raise ValueError(f"a size must be above zero: {text!r}")
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
@@ -39,6 +41,16 @@ def gib(n_bytes: int) -> float:
 def format_mib(n_bytes: int) -> str:
     """'1,234 MiB': the unit every table on the page uses."""
     return f"{mib(n_bytes):,.0f} MiB"
+
+
+def format_mib_above(n_bytes: int, limit: int) -> str:
+    """A figure over a limit, with as many decimals as it takes to read as more than the limit does: never
+    'batch 44 needs 162 MiB' beside '162 MiB usable'."""
+    for digits in range(4):
+        shown, bound = f"{mib(n_bytes):,.{digits}f}", f"{mib(limit):,.{digits}f}"
+        if n_bytes <= limit or shown != bound:
+            return f"{shown} MiB"
+    return f"{n_bytes:,} bytes"
 
 
 def format_gib(n_bytes: int, digits: int = 1) -> str:

@@ -52,6 +52,17 @@ def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) 
     return tuple(rows)
 
 
+def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSource, imported lazily
+    """--model resolved and checked, with every row's length within its positions, and --lora-targets."""
+    from dataclasses import replace
+
+    from generator.model_source import check_lengths, resolve_model
+
+    source = resolve_model(args.model)
+    check_lengths(source, [row.seq_len for row in rows if row.mode != "baseline"])
+    return replace(source, lora_targets=args.lora_targets) if args.lora_targets else source
+
+
 def _require_cuda(device: str) -> None:
     if device != "cuda":
         return
@@ -64,11 +75,10 @@ def _require_cuda(device: str) -> None:
 def run_measure(args: argparse.Namespace) -> int:
     """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
     from generator.measure.matrix_run import DEFAULT_REPEATS, MeasureRequest, measure_rows
-    from generator.model_source import resolve_model
 
     rows = parse_rows(args.rows, args.seq, args.memory_limit)
     _require_cuda(args.device)
-    request = MeasureRequest(rows=rows, model=resolve_model(args.model), output=args.output,
+    request = MeasureRequest(rows=rows, model=_model(args, rows), output=args.output,
                              device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
                              repeats_explicit=args.repeats is not None, force=args.force,
                              timeout_seconds=args.timeout)
@@ -91,11 +101,10 @@ def run_probe(args: argparse.Namespace) -> int:
     """`probe`: one capped row, measured and written like any other; exit 0 whether or not it survived."""
     from generator.measure.matrix_run import MeasureRequest, measure_rows
     from generator.measure.probe import describe_outcome, plan_probe
-    from generator.model_source import resolve_model
 
     (row,) = parse_rows([args.row], args.seq, None)
     _require_cuda(args.device)
-    model = resolve_model(args.model)
+    model = _model(args, (row,))
     plan = plan_probe(row, args.output, args.device, args.memory_limit, model.name)
     print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
     report = measure_rows(MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
@@ -127,24 +136,22 @@ def _process_model(measurements):  # -> ProcessModel; the overhead fitted on thi
 
 def run_predict(args: argparse.Namespace) -> int:
     """`predict`: simulate, print, and optionally record into the measured rows."""
-    from generator.model_source import resolve_model
     from generator.predict.rows import predict_rows, record, render_json, render_text
 
     rows = parse_rows(args.rows, args.seq, None)
-    source = resolve_model(args.model)
+    source = _model(args, rows)
     model = _process_model(args.measurements)
     predictions = predict_rows(rows, source, model)
     sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
     if args.record:
         written = record(predictions, source, args.measurements)
         print(f"recorded {len(written)} prediction(s) into {args.measurements}", file=sys.stderr)
-    return 0
+    return EXIT_FAILED_ROWS if any(item.error for item in predictions) else 0
 
 
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record the site's table."""
     from generator.measure.environment import collect_environment
-    from generator.model_source import resolve_model
     from generator.predict.fit import Predictor, fit, site_table
     from generator.predict.fit_report import confirm, render_json, render_text
     from generator.store.fit_table import save_fit
@@ -157,13 +164,13 @@ def run_fit(args: argparse.Namespace) -> int:
         return 0
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
-    source = resolve_model(args.model)
+    source = _model(args, parse_rows([f"infer-b1-s{args.seq}"], args.seq, None))
     answers = fit(Predictor(source, model), args.seq, args.budget, args.margin)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model))
     if args.confirm:
         sys.stdout.write(confirm(answers, source, args.measurements))
-    return 0
+    return EXIT_FAILED_ROWS if any(answer.error for answer in answers) else 0
 
 
 def run_diff(args: argparse.Namespace) -> int:

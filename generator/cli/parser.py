@@ -2,6 +2,7 @@
 they are spelled, typed and documented once; parsing turns text into typed values and nothing more."""
 
 import argparse
+import re
 from pathlib import Path
 
 from generator.diff.compare import parse_threshold
@@ -19,6 +20,8 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
+        if message.endswith("expected one argument"):  # argparse reads "--budget -5GiB" as two options
+            message += " (a value that starts with '-' goes after '=', as in --budget=-5GiB)"
         raise UsageError(message)
 
 
@@ -52,6 +55,14 @@ def size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def module_names(text: str) -> tuple[str, ...]:
+    """'q_proj,v_proj': module names, as peft's target_modules takes them."""
+    names = tuple(name for name in re.split(r"[,\s]+", text.strip()) if name)
+    if not names or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name) for name in names):
+        raise argparse.ArgumentTypeError(f"not a list of module names: {text!r} (try q_proj,v_proj)")
+    return names
+
+
 def percentage(text: str) -> float:
     """A percentage such as 2%, as a fraction."""
     try:
@@ -77,7 +88,12 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     measurements = _Parser(add_help=False)
     measurements.add_argument("--measurements", type=Path, default=Path("measurements"),
                               help="measurements folder (default: %(default)s)")
-    return {"model": model, "seq": seq, "device": device, "timeout": timeout, "measurements": measurements}
+    lora = _Parser(add_help=False)
+    lora.add_argument("--lora-targets", type=module_names, metavar="MODULES",
+                      help="modules a LoRA row adapts, e.g. qkv_proj or q_proj,v_proj (default: peft's for the "
+                      "architecture, or this tool's where peft names none)")
+    return {"model": model, "seq": seq, "device": device, "timeout": timeout, "measurements": measurements,
+            "lora": lora}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _measure(commands: argparse._SubParsersAction, shared: dict) -> None:
     measure = commands.add_parser("measure", help="run the measurement matrix; one TOML file per row",
-                                  parents=[shared[name] for name in ("model", "seq", "device", "timeout")])
+                                  parents=[shared[name] for name in ("model", "seq", "lora", "device", "timeout")])
     measure.add_argument("--rows", nargs="+", metavar="ROW",
                          help=f"rows to run (default: {' '.join(DEFAULT_ROWS)}); commas also separate")
     measure.add_argument("--output", type=Path, default=Path("measurements"),
@@ -107,7 +123,7 @@ def _measure(commands: argparse._SubParsersAction, shared: dict) -> None:
 
 def _probe(commands: argparse._SubParsersAction, shared: dict) -> None:
     probe = commands.add_parser("probe", help="run one row under a memory cap and show the phase where it dies",
-                                parents=[shared[name] for name in ("model", "seq", "device", "timeout")])
+                                parents=[shared[name] for name in ("model", "seq", "lora", "device", "timeout")])
     probe.add_argument("--row", default="train-b8", help="the row to probe (default: %(default)s)")
     probe.add_argument("--memory-limit", type=size, metavar="SIZE",
                        help="the cap (default: midway between the row's measured step-1 and step-2 peaks)")
@@ -125,7 +141,7 @@ def _build(commands: argparse._SubParsersAction, shared: dict) -> None:
 
 def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
     predict = commands.add_parser("predict", help="simulate rows with fake tensors: peak, phase and split",
-                                  parents=[shared[name] for name in ("model", "seq", "measurements")])
+                                  parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
     predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
     predict.add_argument("--format", choices=("text", "json"), default="text")
     predict.add_argument("--record", action="store_true",
@@ -134,7 +150,7 @@ def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
 
 def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation",
-                              parents=[shared[name] for name in ("model", "seq", "measurements")])
+                              parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
     fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
     fit.add_argument("--margin", type=percentage, default=0.10, metavar="PERCENT",
                      help="kept free for what the simulation does not see (default: 10%%)")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from generator.store.catalog import Selection
 from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
-from generator.store.records import RowResult
+from generator.store.records import ResultsError, RowResult
 from generator.units import signed_mib
 
 # The smallest change called real: NOISE_FLOOR of the row's net peak, and never under NOISE_FLOOR_BYTES. Two
@@ -131,8 +131,16 @@ def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, ove
                    moved_most(old, new))
 
 
+class DifferentModelsError(ResultsError):
+    """Two sides that hold different models: nothing on them compares."""
+
+
 def compare(before: Selection, after: Selection, override: float | None = None) -> Comparison:
-    """Every row of either side, in the order of the after side's rows, then rows only before."""
+    """Every row of either side, in the order of the after side's rows, then rows only before. Sides that
+    hold different models are refused: every row would be 'not comparable', and a gate would pass."""
+    if before.model != after.model:
+        raise DifferentModelsError(f"diff: the before side holds {before.model!r} and the after side "
+                                   f"{after.model!r}; pass --model with a model that both sides hold")
     old = {r.row.id: r for r in before.results if r.row.mode != "baseline"}
     new = {r.row.id: r for r in after.results if r.row.mode != "baseline"}
     order = [*_ordered(new.values()), *[row_id for row_id in _ordered(old.values()) if row_id not in new]]

@@ -44,6 +44,10 @@ def describe_outcome(result: RowResult) -> str:
     """One sentence: how far the capped run got."""
     summary = result.summary
     cap = f"under {format_size(result.row.memory_limit_bytes)} ({summary.memory_limit_method})"
+    if summary.ok and summary.peak_rss_bytes > result.row.memory_limit_bytes:
+        return (f"{result.row.id}: finished both steps {cap}; its resident peak, "
+                f"{format_size(summary.peak_rss_bytes)}, is above the cap because {summary.memory_limit_method} "
+                "bounds the memory the process allocates, not the library pages it maps")
     if summary.ok:
         return f"{result.row.id}: finished both steps {cap}; peak {format_size(summary.peak_rss_bytes)}"
     completed = "step 1 completed, then " if summary.phase.startswith("step") else ""

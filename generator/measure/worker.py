@@ -112,7 +112,7 @@ def run(worker: Worker) -> None:
     started = time.perf_counter()
     torch.manual_seed(0)
     model = build_model(source, getattr(torch, row.dtype)).to(worker.job["device"])
-    prepared = prepare(model, row, worker.job["device"])
+    prepared = prepare(model, row, worker.job["device"], tuple(source.lora_targets))
     worker.figures["load_seconds"] = time.perf_counter() - started
     worker.figures["parameters"] = sum(p.numel() for p in prepared.model.parameters())
     worker.figures["trainable_parameters"] = sum(p.numel() for p in prepared.model.parameters() if p.requires_grad)

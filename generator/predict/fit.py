@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from generator.budget import ProcessModel
+from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
-from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
+from generator.model_source import SHIPPED_MODELS, ModelError, ModelSource, resolve_model
 from generator.predict.simulate import simulate
 from generator.store.fit_table import FitAnswer, FitTable, Simulated
 from generator.units import GIB
@@ -82,11 +83,23 @@ def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | No
     return min(max(guess, fits + 1), too_big - 1)
 
 
+def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
+    """largest_batch, or for a kind that cannot be simulated (no LoRA targets for the architecture, say) an
+    answer that carries the reason, so that the other kinds still answer."""
+    try:
+        return largest_batch(predictor, kind, seq_len, usable)
+    except ModelError:
+        raise  # the config itself cannot be built: bad input, not one kind's failure
+    except Exception as error:  # torch, transformers and peft fail with exceptions of many types
+        return FitAnswer(kind=kind, row=KINDS[kind].format(b=1, s=seq_len), batch=0, predicted_bytes=0,
+                         next_bytes=0, usable_bytes=usable, simulations=0, error=one_line_error(error))
+
+
 def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT_MARGIN,
         kinds: tuple[str, ...] = tuple(KINDS)) -> list[FitAnswer]:
     """Every kind's answer for one budget."""
     usable = round(budget * (1 - margin))
-    return [largest_batch(predictor, kind, seq_len, usable) for kind in kinds]
+    return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
 
 
 SITE_BUDGETS_GIB = (16, 24, 48, 80)

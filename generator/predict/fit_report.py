@@ -11,18 +11,22 @@ from generator.matrix import parse_row
 from generator.measure.matrix_run import MeasureRequest, measure_rows
 from generator.model_source import ModelSource
 from generator.store.fit_table import FitAnswer
-from generator.units import format_mib, format_size
+from generator.units import format_mib, format_mib_above, format_size
 
 
 def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel) -> str:
     """'full training: batch 12 (5.9 GiB; batch 13 needs 6.4 GiB)' per kind."""
     lines = [f"{model} in {format_size(budget)}, {margin:.0%} kept free: {format_size(answers[0].usable_bytes)} usable"]
     for answer in answers:
-        if answer.batch == 0:
-            lines.append(f"  {answer.kind}: does not fit; batch 1 needs {format_mib(answer.predicted_bytes)}")
+        if answer.error:
+            lines.append(f"  {answer.kind}: not simulated: {answer.error}")
             continue
-        following = (f"batch {answer.batch + 1} needs {format_mib(answer.next_bytes)}" if answer.next_bytes
-                     else "the largest batch the tool simulates")
+        if answer.batch == 0:
+            lines.append(f"  {answer.kind}: does not fit; batch 1 needs "
+                         f"{format_mib_above(answer.predicted_bytes, answer.usable_bytes)}")
+            continue
+        following = (f"batch {answer.batch + 1} needs {format_mib_above(answer.next_bytes, answer.usable_bytes)}"
+                     if answer.next_bytes else "the largest batch the tool simulates")
         lines.append(f"  {answer.kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
                      f"{following})")
     lines.append(f"  {process.describe()}")

@@ -13,7 +13,7 @@ from generator.escaping import plain_terminal_text
 from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
-from generator.predict.simulate import simulate
+from generator.predict.simulate import try_simulate
 from generator.store import codec, layout
 from generator.store.records import Prediction, ResultsError
 from generator.units import format_mib
@@ -24,18 +24,20 @@ class RowPrediction:
     """A row, its simulation, and the process peak expected on this kind of machine (net of imports)."""
 
     row: RowSpec
-    prediction: Prediction
-    peak_bytes: int
+    prediction: Prediction | None  # None: the row could not be simulated, and error says why
+    peak_bytes: int = 0
+    error: str = ""
 
 
 def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel) -> list[RowPrediction]:
-    """Simulate each row (the baseline has nothing to simulate)."""
+    """Simulate each row (the baseline has nothing to simulate); a row that fails is kept with its reason."""
     predictions = []
     for row in rows:
         if row.mode == "baseline":
             continue
-        prediction = simulate(row, source)
-        predictions.append(RowPrediction(row, prediction, model.expected(prediction.tensor_peak_bytes)))
+        prediction, error = try_simulate(row, source)
+        peak = model.expected(prediction.tensor_peak_bytes) if prediction else 0
+        predictions.append(RowPrediction(row, prediction, peak, error))
     return predictions
 
 
@@ -45,7 +47,7 @@ def record(predictions: list[RowPrediction], source: ModelSource, measurements: 
     written = []
     for item in predictions:
         path = layout.row_path(folder, item.row)
-        if not path.is_file():
+        if item.prediction is None or not path.is_file():
             continue
         result = codec.load_file(path)
         if result.model.config_sha256 != source.config_sha256:
@@ -60,6 +62,9 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
     lines = []
     for item in predictions:
         p = item.prediction
+        if p is None:
+            lines.append(f"{item.row.id}: not simulated: {item.error}")
+            continue
         lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected process peak (net of imports), "
                      f"set in {p.phase}; tensor peak {format_mib(p.tensor_peak_bytes)} ({p.seconds:.1f} s)")
         lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
@@ -71,9 +76,7 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
 
 def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
     """One object per row."""
-    rows = [{"row": item.row.id, "peak_bytes": item.peak_bytes,
-             "tensor_peak_bytes": item.prediction.tensor_peak_bytes, "phase": item.prediction.phase,
-             **{key: value for key, value in asdict(item.prediction).items() if key not in ("tensor_peak_bytes",
-                                                                                         "phase")},
+    rows = [{"row": item.row.id, "peak_bytes": item.peak_bytes, "error": item.error,
+             **(asdict(item.prediction) if item.prediction else {}),
              "process_model": model.describe()} for item in predictions]
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"

@@ -21,6 +21,30 @@ from generator.store.records import Prediction
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 METHOD = "FakeTensorMode, live tensor storages"
+FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
+
+
+@contextlib.contextmanager
+def _experts_fake_friendly(dtype: str) -> Iterator[bool]:
+    """Mixture-of-experts layers of transformers 5 run torch's grouped_mm, whose CPU kernel takes fp32 but
+    whose fake (meta) kernel accepts bf16 only. For rows in another dtype, route grouped_mm to transformers'
+    own fallback op: it returns the same output tensors, and its fake kernel takes any dtype, so the storages
+    the simulation follows are those of the real run. Yields whether it did (transformers 4.x has no such
+    layers, and bf16 rows need nothing)."""
+    try:
+        from transformers.integrations import moe
+    except ImportError:  # transformers 4.x: no such layers
+        yield False
+        return
+    if dtype == "bfloat16" or not hasattr(moe, "_can_use_grouped_mm"):
+        yield False
+        return
+    original = moe._can_use_grouped_mm
+    moe._can_use_grouped_mm = lambda *args, **kwargs: False
+    try:
+        yield True
+    finally:
+        moe._can_use_grouped_mm = original
 
 
 class StorageTracker:
@@ -123,6 +147,10 @@ def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
         prepared.optimizer.register_step_post_hook(state_made)
 
 
+def _has_experts(model: Any) -> bool:
+    return any(hasattr(module, "num_experts") for module in model.modules())
+
+
 def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     """Build the model from its config under FakeTensorMode and run the row's steps, tracking storages."""
     import torch
@@ -138,8 +166,8 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
             raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
                              f"({one_line_error(error)})") from None
         model.tie_weights()
-        prepared = prepare(model, row)
-    with fake, tracker.mode():
+        prepared = prepare(model, row, lora_targets=source.lora_targets)
+    with fake, tracker.mode(), _experts_fake_friendly(row.dtype) as rerouted:
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()
@@ -151,5 +179,18 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
         activations_bytes=split["activations"], phase_peak_bytes=dict(tracker.phase_peaks),
         parameters=sum(p.numel() for p in parameters),
         trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
-        lora_targets=" ".join(prepared.lora_targets), method=METHOD,
+        lora_targets=" ".join(prepared.lora_targets),
+        method=METHOD + (FALLBACK_EXPERTS if rerouted and _has_experts(prepared.model) else ""),
         seconds=time.perf_counter() - started)
+
+
+def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
+    """simulate, with a row that cannot run (no LoRA targets, an operator the fake tensors cannot take) as
+    that row's one-line reason, so the other rows still print. A config that cannot be built at all is the
+    model's fault, not the row's: ModelError goes on to the command line as bad input."""
+    try:
+        return simulate(row, source), ""
+    except ModelError:
+        raise
+    except Exception as error:  # torch, transformers and peft fail with exceptions of many types
+        return None, one_line_error(error)

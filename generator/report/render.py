@@ -12,7 +12,7 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from generator.escaping import markdown_code, markdown_text
+from generator.escaping import markdown_code, markdown_text, one_line
 from generator.report.article import PageContext
 from generator.report.fit_page import FitPageContext
 from generator.report.versions import VersionsContext
@@ -73,7 +73,8 @@ def render_page(name: str, context: Page) -> dict[str, str]:
     """One page as Markdown (name.md) and as HTML (name.html)."""
     markdown = markdown_environment().get_template(f"{name}.md.j2").render(context.__dict__)
     html = html_environment().get_template("layout.html.j2").render(
-        title=context.title, body=Markup(markdown_to_html(markdown)),
+        title=one_line(context.title),  # autoescaped, and no control character reaches <title> either
+        body=Markup(markdown_to_html(markdown)),
         stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
     return {f"{name}.md": markdown, f"{name}.html": html}
 

@@ -122,6 +122,11 @@ def parse(text: str, path: Path) -> RowResult:
     summary = _fill(Summary, _Table(document.get("result"), "result", path))
     if summary.status not in STATUSES:
         raise ResultsError(f"{path}: [result] status {summary.status!r} is not one of {', '.join(STATUSES)}")
+    if summary.ok and row.mode != "baseline" and (
+            summary.net_peak_bytes <= 0 or summary.peak_rss_bytes <= summary.baseline_bytes):
+        raise ResultsError(f"{path}: [result] a finished row with no memory above its baseline is damaged "
+                           f"(net_peak_bytes = {summary.net_peak_bytes}, peak_rss_bytes = {summary.peak_rss_bytes}, "
+                           f"baseline_bytes = {summary.baseline_bytes})")
     return RowResult(
         row=row,
         model=_fill(ModelInfo, _Table(document.get("model"), "model", path)),

@@ -27,6 +27,7 @@ class FitAnswer:
     model: str = ""
     parameters: int = 0
     budget_bytes: int = 0
+    error: str = ""  # why this kind could not be simulated ('' when it was)
 
 
 @dataclass(frozen=True)
