@@ -20,10 +20,12 @@ TORCH = "torch==2.13.0"
 
 @nox.session
 def measure(session: nox.Session) -> None:
-    """Run the measurement matrix into measurements/<environment>/ (posargs go to `memory-budget measure`)."""
+    """The main job's first half: measure the matrix into measurements/<environment>/ (posargs go to
+    `memory-budget measure`), then `refresh` what the page needs beside it. `nox -s measure build` is the job."""
     session.install(TORCH)
-    session.install("-e", ".[measure]")
-    session.run("memory-budget", "measure", *session.posargs)
+    session.install("-e", ".[measure,cluster]")
+    session.run("memory-budget", "measure", *session.posargs, success_codes=[0, 1])  # 1: a row failed, and says so
+    session.run("memory-budget", "refresh")  # predictions, the step-2 cap, the fit curves: what the page needs
 
 
 # The releases the versions page compares. 4.57.6 is the last 4.x; 5.22.0 is the release a well-known write-up
@@ -41,7 +43,7 @@ def measure_versions(session: nox.Session, transformers: str) -> None:
     picks peft likewise. posargs go to `memory-budget measure`. A release that cannot run a row records it as
     failed, with the reason."""
     session.install(f"torch=={os.environ.get('MEMORY_BUDGET_TORCH', TORCH.split('==')[1])}")
-    session.install("-e", ".[measure]")
+    session.install("-e", ".[measure,cluster]")
     session.install(f"transformers=={transformers}", f"peft=={os.environ.get('MEMORY_BUDGET_PEFT', '0.21.2')}")
     session.run("memory-budget", "measure", *session.posargs)
 
@@ -64,7 +66,7 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite: real worker processes on a tiny Llama config, then build and check the pages."""
     session.install(TORCH)
-    session.install("-e", ".[measure,site,test]")
+    session.install("-e", ".[measure,site,test,cluster]")
     session.run("pytest", *session.posargs)
 
 
@@ -87,6 +89,6 @@ def serve(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff, and types with mypy (settings in pyproject.toml)."""
     session.install(TORCH)  # mypy checks against the libraries the code runs with
-    session.install("ruff", "mypy", "-e", ".[measure,site,test]")
+    session.install("ruff", "mypy", "-e", ".[measure,site,test,cluster]")
     session.run("ruff", "check", ".", *session.posargs)
     session.run("mypy")

@@ -5,7 +5,7 @@ its tensors (allocator and runtime overhead).
 Pure arithmetic on integers and floats: no torch, no page formatting."""
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from generator.units import GIB
@@ -107,3 +107,18 @@ def process_model(pairs: Sequence[tuple[int, int]], source: str) -> ProcessModel
         return ProcessModel(proportional=0.0, fixed=0.0, rows=len(pairs), source="no overhead modelled: "
                             "fewer than three measured rows with predictions")
     return ProcessModel(proportional=line.slope - 1, fixed=line.intercept, rows=len(pairs), source=source)
+
+
+def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
+    """The largest batch b in 1..limit with peak(b) <= usable (0 when not even batch 1 fits), for a peak
+    that grows with the batch: a binary search, so that peak(b) <= usable < peak(b + 1)."""
+    if peak(1) > usable:
+        return 0
+    fits, too_big = 1, limit + 1
+    while too_big - fits > 1:
+        middle = (fits + too_big) // 2
+        if peak(middle) <= usable:
+            fits = middle
+        else:
+            too_big = middle
+    return fits

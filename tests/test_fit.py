@@ -1,5 +1,6 @@
 """fit: the answer fits, the next batch does not, both checked by simulating them again."""
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict.fit import Predictor, fit
 from generator.predict.simulate import simulate
-from generator.store.fit_table import FitTable, Simulated, load_fit, save_fit
+from generator.store.fit_table import Curve, FitTable, Simulated, load_fit, save_fit
 from generator.store.records import ResultsError
 
 MIB = 2**20
@@ -46,11 +47,85 @@ def test_the_command_line(tmp_path: Path) -> None:
 
 
 def test_the_site_table_round_trips_and_refuses_what_it_does_not_know(tmp_path: Path) -> None:
-    table = FitTable(environment="cpu-x", seq_len=1024, margin=0.1, process_model="words", answers=(),
-                     example=(Simulated(model="m", task="run it", row="infer-b1-s512-bf16", tensor_peak_bytes=1,
-                                        peak_bytes=2),))
+    curve = Curve(model="m", config_sha256="abc", parameters=10, kind="inference", row="infer-b{b}-s64",
+                  batches=(1, 2, 4), tensor_bytes=(100, 150, 250))
+    table = FitTable(libraries="torch 1, transformers 2, peft 3", environment="cpu-x", seq_len=1024,
+                     curves=(curve,), example=(Simulated(model="m", task="run it", row="infer-b1-s512-bf16",
+                                                         tensor_peak_bytes=1),))
     path = save_fit(table, tmp_path)
     assert load_fit(tmp_path) == table
-    path.write_text(path.read_text().replace("schema_version = 1", "schema_version = 9"))
+    path.write_text(path.read_text().replace("schema_version = 2", "schema_version = 9"))
     with pytest.raises(ResultsError, match="schema version 9"):
         load_fit(tmp_path)
+    path.write_text(path.read_text().replace("schema_version = 9", "schema_version = 1"))
+    with pytest.raises(ResultsError, match="one process model baked in"):
+        load_fit(tmp_path)
+
+
+def test_a_curve_is_exact_at_its_batches_and_on_the_chord_between() -> None:
+    """A convex curve: steep (fixed costs) to batch 2, then 50 a batch. The chord between 2 and 4 passes 200
+    at batch 3, on the curve here; past the last point the last segment goes on."""
+    curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s64",
+                  batches=(1, 2, 4, 8), tensor_bytes=(100, 150, 250, 450))
+    assert [curve.at(b) for b in (1, 2, 3, 4, 6, 8, 10)] == [100, 150, 200, 250, 350, 450, 550]
+
+
+def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from generator.report.fit_page import SITE_MARGIN, site_answers
+
+    @given(st.integers(1, 2**33), st.lists(st.integers(0, 2**31), min_size=2, max_size=6),
+           st.floats(0, 1), st.integers(0, 2**30))
+    @settings(max_examples=200, deadline=None)
+    def check(start: int, steps: list[int], proportional: float, fixed: int) -> None:
+        slopes = sorted(steps)  # a convex curve: slopes that never fall
+        batches = [2**i for i in range(len(slopes) + 1)]
+        tensor = [start]
+        for (b1, b2), slope in zip(pairwise(batches), slopes, strict=True):
+            tensor.append(tensor[-1] + slope * (b2 - b1))
+        curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s1024",
+                      batches=tuple(batches), tensor_bytes=tuple(tensor))
+        process = ProcessModel(proportional, fixed, 3, "a test's")
+        table = FitTable(libraries="", environment="", seq_len=1024, curves=(curve,), example=())
+        for answer in site_answers(table, process):
+            usable = round(answer.budget_bytes * (1 - SITE_MARGIN))
+            peak = process.expected(curve.at(max(answer.batch, 1)))
+            assert peak == answer.predicted_bytes
+            assert (answer.batch == 0 and peak > usable) or (
+                peak <= usable and (answer.next_bytes == 0 or answer.next_bytes > usable))
+    check()
+
+
+def test_the_search_answers_exactly_on_any_growing_curve() -> None:
+    """predicted(answer) <= usable < predicted(answer + 1) for arbitrary non-decreasing memory curves, so a
+    search that stops one step early (or late) fails here."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from generator.predict.fit import largest_batch
+
+    # uneven steps, flat stretches and jumps: where a line through two known peaks lands off the edge
+    step = st.one_of(st.sampled_from([0, 1, 2, 5, 100, 1000]), st.integers(0, 2**28))
+
+    @given(st.lists(step, min_size=1, max_size=64), st.integers(0, 2**16), st.booleans())
+    @settings(max_examples=600, deadline=None)
+    def check(steps: list[int], low: int, small: bool) -> None:
+        curve = [sum(steps[: index + 1]) for index in range(len(steps))]
+        usable = low if small else curve[-1] // 2 + low
+
+        class Peak:
+            def __init__(self) -> None:
+                self.cache: dict[str, int] = {}
+
+            def peak(self, row_id: str) -> int:
+                batch = parse_row(row_id).batch_size
+                self.cache[row_id] = curve[min(batch, len(curve)) - 1] + (max(batch - len(curve), 0) << 30)
+                return self.cache[row_id]
+        answer = largest_batch(Peak(), "inference", 1024, usable)  # type: ignore[arg-type]
+        peak = Peak()
+        assert answer.batch == 0 or peak.peak(answer.row) <= usable
+        following = peak.peak(f"infer-b{answer.batch + 1}-s1024") if answer.batch < 1024 else None
+        assert following is None or following > usable
+    check()

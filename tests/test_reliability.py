@@ -165,8 +165,8 @@ def test_the_help_is_complete_and_mistakes_are_explained() -> None:
 
 
 def test_a_figure_over_a_limit_never_reads_as_the_limit() -> None:
-    from generator.predict.fit_report import render_text
     from generator.budget import ProcessModel
+    from generator.predict.fit_report import render_text
     from generator.store.fit_table import FitAnswer
     from generator.units import format_mib_above
 

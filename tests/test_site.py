@@ -21,11 +21,13 @@ def build(measurements: Path, output: Path, *extra: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_build_writes_both_pages_and_the_charts(measured_root: Path, tmp_path: Path) -> None:
+def test_build_writes_every_page_and_the_charts(measured_root: Path, tmp_path: Path) -> None:
+    """One environment, rows only: the versions and fit pages are there too, saying what they lack."""
     site = tmp_path / "site"
     build(measured_root, site)
     assert sorted(p.name for p in site.iterdir()) == [
-        "fixes.svg", "index.html", "index.md", "memory-by-row.svg", "peak-vs-tokens.svg"]
+        "fit.html", "fit.md", "fixes.svg", "index.html", "index.md", "memory-by-row.svg", "peak-vs-tokens.svg",
+        "versions.html", "versions.md"]
     html = (site / "index.html").read_text()
     markdown = (site / "index.md").read_text()
     for chart in ("memory-by-row.svg", "peak-vs-tokens.svg", "fixes.svg"):

@@ -17,7 +17,9 @@ EXTRAS = {  # what each command imports beyond the core, and the extra that inst
     "probe": ("measure", ("torch", "transformers", "peft")),
     "predict": ("measure", ("torch", "transformers", "peft")),
     "fit": ("measure", ("torch", "transformers", "peft")),
+    "refresh": ("measure", ("torch", "transformers", "peft")),
     "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
+    "cluster": ("cluster", ("submitit",)),
 }
 
 
@@ -82,7 +84,7 @@ def run_measure(args: argparse.Namespace) -> int:
                              device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
                              repeats_explicit=args.repeats is not None, force=args.force,
                              timeout_seconds=args.timeout)
-    report = measure_rows(request)
+    report = measure_rows(request) if args.executor == "rounds" else _measure_on_executor(request, args)
     ok = len(report.written) - len(report.failed)
     print(f"{ok} row(s) measured, {len(report.failed)} failed, {len(report.skipped)} already present "
           f"-> {report.folder}", file=sys.stderr)
@@ -95,6 +97,22 @@ def run_measure(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_FAILED_ROWS if report.failed else 0
+
+
+def _measure_on_executor(request, args: argparse.Namespace):  # -> MatrixReport; imports kept local
+    """The matrix as submitit jobs (generator/measure/cluster.py)."""
+    from generator.measure.cluster import load_options
+    from generator.measure.cluster_run import run_cluster_matrix
+    from generator.measure.progress import MatrixDisplay
+
+    require_extra("cluster")
+    keys = ("partition", "time_minutes", "memory", "gpus", "array_parallelism", "account")
+    try:
+        options = load_options(args.output, {"executor": args.executor, **{key: getattr(args, key) for key in keys}})
+    except (ValueError, TypeError) as error:
+        raise UsageError(str(error)) from None
+    with MatrixDisplay() as display:
+        return run_cluster_matrix(request, display, options)
 
 
 def run_probe(args: argparse.Namespace) -> int:
@@ -114,6 +132,16 @@ def run_probe(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     for result in report.written:
         print(plain_terminal_text(describe_outcome(result)), file=sys.stderr)
+    return 0
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    """`refresh`: what this environment's page still needs after measuring; exit 0 once it is current."""
+    from generator.predict.refresh import refresh
+
+    report = refresh(_model(args, ()), args.measurements, args.seq)
+    for note in report.notes if not report.seconds else ():
+        print(plain_terminal_text(f"refresh: {note}"), file=sys.stderr)
     return 0
 
 
@@ -152,15 +180,17 @@ def run_predict(args: argparse.Namespace) -> int:
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record the site's table."""
     from generator.measure.environment import collect_environment
-    from generator.predict.fit import Predictor, fit, site_table
+    from generator.predict.curves import site_curves
+    from generator.predict.fit import Predictor, fit
     from generator.predict.fit_report import confirm, render_json, render_text
     from generator.store.fit_table import save_fit
 
-    environment = collect_environment().id
+    environment = collect_environment()
     model = _process_model(args.measurements)
     if args.record:
-        path = save_fit(site_table(model, environment, args.margin), args.measurements / environment)
-        print(f"wrote {path}", file=sys.stderr)
+        path = save_fit(site_curves(environment), args.measurements / environment.id)
+        print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
+              f"environment with these library versions", file=sys.stderr)
         return 0
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
@@ -198,5 +228,5 @@ def run_diff(args: argparse.Namespace) -> int:
     return EXIT_FAILED_ROWS if comparison.worse else 0
 
 
-COMMANDS = {"measure": run_measure, "probe": run_probe, "build": run_build, "diff": run_diff,
+COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,
             "predict": run_predict, "fit": run_fit}

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memory-budget", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     shared = _parents()
-    for add in (_measure, _probe, _build, _predict, _fit, _diff):
+    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff):
         add(commands, shared)
     return parser
 
@@ -119,6 +119,24 @@ def _measure(commands: argparse._SubParsersAction, shared: dict) -> None:
     measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
     measure.add_argument("--memory-limit", type=size, metavar="SIZE",
                          help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
+    _cluster_options(measure)
+
+
+def _cluster_options(measure: argparse.ArgumentParser) -> None:
+    cluster = measure.add_argument_group(
+        "executors", "where the repeats run: in rounds in this process (the default), or one submitit job each; "
+        "Slurm options may also come from [slurm] in <measurements>/_slurm.toml")
+    cluster.add_argument("--executor", choices=("rounds", "local", "slurm", "debug"), default="rounds",
+                         help="rounds (default), local (submitit jobs on this machine, one at a time), slurm (a "
+                         "job array), debug (submitit jobs in this process)")
+    cluster.add_argument("--slurm-partition", dest="partition", help="Slurm partition")
+    cluster.add_argument("--slurm-time", dest="time_minutes", type=positive_int, metavar="MINUTES",
+                         help="each job's time limit in minutes (default: 60); also the local executor's")
+    cluster.add_argument("--slurm-mem", dest="memory", metavar="SIZE", help="Slurm --mem per job, e.g. 64G")
+    cluster.add_argument("--slurm-gpus", dest="gpus", type=positive_int, help="GPUs per job")
+    cluster.add_argument("--slurm-array-parallelism", dest="array_parallelism", type=positive_int, metavar="N",
+                         help="at most N jobs of the array at once (default: 16)")
+    cluster.add_argument("--slurm-account", dest="account", help="the account a cluster bills")
 
 
 def _probe(commands: argparse._SubParsersAction, shared: dict) -> None:
@@ -129,6 +147,13 @@ def _probe(commands: argparse._SubParsersAction, shared: dict) -> None:
                        help="the cap (default: midway between the row's measured step-1 and step-2 peaks)")
     probe.add_argument("--output", type=Path, default=Path("measurements"),
                        help="measurements folder: where the uncapped row is read and the capped row written")
+
+
+def _refresh(commands: argparse._SubParsersAction, shared: dict) -> None:
+    refresh = commands.add_parser(
+        "refresh", help="after measure: record predictions, probe the step-2 cap and simulate the fit curves, "
+        "each skipped where current", parents=[shared[name] for name in ("model", "seq", "measurements")])
+    refresh.set_defaults(lora_targets=None)
 
 
 def _build(commands: argparse._SubParsersAction, shared: dict) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from generator.matrix import DEFAULT_TIMEOUT_SECONDS, RowSpec
 from generator.measure.environment import collect_environment
+from generator.measure.estimate import estimate
 from generator.measure.lock import folder_lock
 from generator.measure.method import method_hash
 from generator.measure.progress import MatrixDisplay
@@ -23,7 +24,7 @@ from generator.measure.runner import Job, WorkerServer, run_repeat
 from generator.model_source import ModelSource
 from generator.store import catalog, codec, layout, runlog
 from generator.store.environment import Environment
-from generator.store.records import ModelInfo, Repeat, ResultsError, RowResult
+from generator.store.records import ModelInfo, Repeat, RowResult
 from generator.store.summary import summarize
 
 DEFAULT_REPEATS = 3
@@ -55,6 +56,7 @@ class MatrixReport:
     skipped: list[str] = field(default_factory=list)
     interrupted: bool = False
     server_seconds: list[float] = field(default_factory=list)
+    estimate_seconds: float = 0.0  # the whole run, as estimated before its first row
 
     @property
     def failed(self) -> list[RowResult]:
@@ -63,11 +65,12 @@ class MatrixReport:
 
 
 @dataclass
-class _RowRun:
+class RowRun:
     """One row's repeats so far within this run."""
 
     row: RowSpec
     estimate: float
+    planned: int = 1  # repeats counted in the plan (1 for a row estimated over the slow-row limit)
     repeats: list[Repeat] = field(default_factory=list)
     limit_method: str = ""
     result: RowResult | None = None
@@ -78,19 +81,7 @@ def utc_now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def estimate_seconds(row: RowSpec, output: Path) -> float:
-    """How long one repeat of a row will take: its last recorded wall time anywhere, else a rough model."""
-    for path in reversed(layout.recorded_row_files(output, row)):
-        try:
-            return max(codec.load_file(path).summary.wall_seconds, 0.5)
-        except ResultsError:
-            continue
-    per_token = {"baseline": 0.0, "inference": 0.003, "train": 0.015}[row.mode]
-    slow_dtype = 30.0 if row.dtype != "float32" else 1.0  # CPUs without native bf16 emulate it
-    return 1.0 + row.tokens_per_step * per_token * slow_dtype
-
-
-def repeats_note(run: _RowRun, request: MeasureRequest) -> str:
+def repeats_note(run: RowRun, request: MeasureRequest) -> str:
     """Why a row stops short of the repeats asked for ('' when it does not)."""
     first = run.repeats[0] if run.repeats else None
     if request.repeats_explicit or first is None or first.wall_seconds <= SLOW_REPEAT_SECONDS:
@@ -99,14 +90,14 @@ def repeats_note(run: _RowRun, request: MeasureRequest) -> str:
             f"{SLOW_REPEAT_SECONDS:.0f} s above which a default run measures a row once (--repeats insists)")
 
 
-def wants_another(run: _RowRun, request: MeasureRequest) -> bool:
+def wants_another(run: RowRun, request: MeasureRequest) -> bool:
     """Whether a row gets another repeat: none after a failure, nor past the count or the slow-row rule."""
     if run.repeats and run.repeats[-1].status != "ok":
         return False
     return len(run.repeats) < request.repeats and not repeats_note(run, request)
 
 
-def row_result(request: MeasureRequest, run: _RowRun, environment: Environment) -> RowResult:
+def row_result(request: MeasureRequest, run: RowRun, environment: Environment) -> RowResult:
     """The record of a row's repeats so far."""
     counted = max(run.repeats, key=lambda repeat: repeat.parameters)  # a repeat that got as far as building
     model = ModelInfo(name=request.model.name, source=request.model.kind, reference=request.model.reference,
@@ -117,7 +108,7 @@ def row_result(request: MeasureRequest, run: _RowRun, environment: Environment) 
                      repeats=tuple(run.repeats), measured_at=utc_now(), method_hash=method_hash())
 
 
-def measure_once(request: MeasureRequest, run: _RowRun, server: WorkerServer, display: MatrixDisplay,
+def measure_once(request: MeasureRequest, run: RowRun, server: WorkerServer, display: MatrixDisplay,
                  environment: Environment, folder: Path) -> None:
     """One more repeat of a row in a fresh process; rewrite the row's file with every repeat so far."""
     display.row_started(run.row.id, run.estimate, len(run.repeats) + 1)
@@ -125,7 +116,7 @@ def measure_once(request: MeasureRequest, run: _RowRun, server: WorkerServer, di
     repeat, run.limit_method = run_repeat(job, server, run.row.memory_limit_bytes, on_phase=display.phase)
     run.repeats.append(repeat)
     if len(run.repeats) == 1 and repeat.status == "ok":  # the rest of the row's repeats: as long as this one
-        display.revise((repeat.wall_seconds - run.estimate) * (request.repeats - 1))
+        display.revise((repeat.wall_seconds - run.estimate) * (run.planned - 1))
         run.estimate = repeat.wall_seconds
     run.result = row_result(request, run, environment)
     codec.save(run.result, folder)
@@ -134,7 +125,7 @@ def measure_once(request: MeasureRequest, run: _RowRun, server: WorkerServer, di
                          f"in {summary.phase}: {summary.detail}" if summary.phase else summary.detail)
 
 
-def run_rounds(request: MeasureRequest, runs: list[_RowRun], display: MatrixDisplay, environment: Environment,
+def run_rounds(request: MeasureRequest, runs: list[RowRun], display: MatrixDisplay, environment: Environment,
                folder: Path, report: MatrixReport) -> None:
     """Repeat rounds, each from a freshly started worker server."""
     stopped: set[RowSpec] = set()
@@ -143,7 +134,7 @@ def run_rounds(request: MeasureRequest, runs: list[_RowRun], display: MatrixDisp
         for run in runs:
             if run not in active and run.row not in stopped:  # finished, failed, or too slow to repeat
                 stopped.add(run.row)
-                left = request.repeats - len(run.repeats)
+                left = run.planned - len(run.repeats)
                 display.skip(run.estimate * left, left)
         if not active:
             return
@@ -151,6 +142,22 @@ def run_rounds(request: MeasureRequest, runs: list[_RowRun], display: MatrixDisp
             report.server_seconds.append(server.start_seconds)
             for run in active:
                 measure_once(request, run, server, display, environment, folder)
+
+
+def _plan(request: MeasureRequest, todo: list[RowSpec], environment: Environment, display: MatrixDisplay,
+          report: MatrixReport) -> list[RowRun]:
+    """Each row's estimate from this machine, and the total with its repeats and server start-ups."""
+    planned = estimate(todo, request.model, request.output, environment, request.timeout_seconds)
+    runs = []
+    for row in todo:
+        seconds = max(planned.seconds[row], 0.5)
+        slow = seconds > SLOW_REPEAT_SECONDS and not request.repeats_explicit
+        runs.append(RowRun(row, seconds, planned=1 if slow else request.repeats))
+    report.estimate_seconds = (sum(run.estimate * run.planned for run in runs)
+                               + planned.server_seconds * request.repeats)
+    display.log(f"estimated from {planned.source}")
+    display.start(report.estimate_seconds, sum(run.planned for run in runs))
+    return runs
 
 
 def run_matrix(request: MeasureRequest, display: MatrixDisplay) -> MatrixReport:
@@ -167,10 +174,9 @@ def run_matrix(request: MeasureRequest, display: MatrixDisplay) -> MatrixReport:
         if not todo:
             return report
         started, started_at = time.perf_counter(), utc_now()
-        runs = [_RowRun(row, estimate_seconds(row, request.output)) for row in todo]
         display.log(f"measuring {len(todo)} row(s) of {request.model.name} into {folder}, {request.repeats} "
                     "round(s), each from a fresh worker server")
-        display.start(sum(run.estimate for run in runs) * request.repeats, len(runs) * request.repeats)
+        runs = _plan(request, todo, environment, display, report)
         try:
             run_rounds(request, runs, display, environment, folder, report)
         except KeyboardInterrupt:
@@ -200,6 +206,7 @@ def record_run(folder: Path, report: MatrixReport, wall_seconds: float, started_
         "server_start_seconds": round(sum(report.server_seconds), 3),
         "server_starts": len(report.server_seconds),
         "matrix_wall_seconds": round(wall_seconds, 3),
+        "estimated_seconds": round(report.estimate_seconds, 1),
         "rows_skipped": report.skipped,
         "rows": rows,
     })

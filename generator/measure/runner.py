@@ -6,6 +6,7 @@ through a file; its stdout and stderr go to a log. The runner enforces the timeo
 maps a worker that died into a status: oom, killed (with the signal), timeout or error, with the phase that
 was running. Ctrl-C (KeyboardInterrupt) ends the worker first."""
 
+import contextlib
 import json
 import os
 import select
@@ -197,14 +198,22 @@ class WorkerProcess:
 
 
 def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,
-               on_phase: Callable[[str, float], None] | None = None) -> tuple[Repeat, str]:
+               on_phase: Callable[[str, float], None] | None = None,
+               state_folder: Path | None = None) -> tuple[Repeat, str]:
     """Run the job once in a new process. Returns the Repeat and how a memory cap was applied ('' if none).
 
-    on_phase(phase, elapsed_seconds) is called about five times a second while the worker runs.
-    A KeyboardInterrupt ends the worker before it propagates."""
+    on_phase(phase, elapsed_seconds) is called about five times a second while the worker runs. The worker's
+    state and result files go to a temporary folder, or to state_folder (a cluster job's shared folder, where
+    the submitting machine can read how far a job got if the cluster kills it). A KeyboardInterrupt ends the
+    worker before it propagates."""
     limit = memory_limit(memory_limit_bytes, job.row.id) if memory_limit_bytes else None
     try:
-        with tempfile.TemporaryDirectory(prefix="memory-budget-") as folder:
+        with contextlib.ExitStack() as stack:
+            if state_folder is None:
+                folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="memory-budget-"))
+            else:
+                state_folder.mkdir(parents=True, exist_ok=True)
+                folder = str(state_folder)
             worker = WorkerProcess(job, Path(folder), limit, server)
             timed_out = False
             try:

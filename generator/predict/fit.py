@@ -6,15 +6,13 @@ within the usable budget and the next batch's is not. The usable budget is the b
 for what the simulation does not see (the allocator's fragmentation, a GPU's context and workspaces)."""
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
-from generator.model_source import SHIPPED_MODELS, ModelError, ModelSource, resolve_model
+from generator.model_source import ModelError, ModelSource
 from generator.predict.simulate import simulate
-from generator.store.fit_table import FitAnswer, FitTable, Simulated
-from generator.units import GIB
+from generator.store.fit_table import FitAnswer
 
 DEFAULT_MARGIN = 0.10
 KINDS = {  # what a person asks about -> the row that answers it, with {b} the batch and {s} the length
@@ -100,32 +98,3 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT
     """Every kind's answer for one budget."""
     usable = round(budget * (1 - margin))
     return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
-
-
-SITE_BUDGETS_GIB = (16, 24, 48, 80)
-SITE_SEQ_LEN = 1024
-EXAMPLE_MODEL = "Llama-2-7b"
-EXAMPLE_ROWS = (  # the worked example at 2 bytes per weight: batch 1 × 512, and a realistic 8 × 2048
-    ("run it", "infer-b1-s512-bf16"), ("run it", "infer-b8-s2048-bf16"),
-    ("train all of it", "train-b1-s512-bf16"), ("train all of it", "train-b8-s2048-bf16"),
-    ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
-)
-
-
-def site_table(model: ProcessModel, environment: str, margin: float = DEFAULT_MARGIN) -> FitTable:
-    """Every shipped config against the site's budgets, and the worked example's simulated rows."""
-    answers = []
-    for name in SHIPPED_MODELS:
-        predictor = Predictor(resolve_model(name), model)
-        parameters = predictor.simulator(parse_row("infer-b1-s8"), predictor.source).parameters  # type: ignore[attr-defined]
-        for gib in SITE_BUDGETS_GIB:
-            for found in fit(predictor, SITE_SEQ_LEN, gib * GIB, margin):
-                answers.append(replace(found, model=name, parameters=parameters, budget_bytes=gib * GIB))
-    source = resolve_model(EXAMPLE_MODEL)
-    example = []
-    for task, row_id in EXAMPLE_ROWS:
-        tensor = simulate(parse_row(row_id), source).tensor_peak_bytes
-        example.append(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=tensor,
-                                 peak_bytes=model.expected(tensor)))
-    return FitTable(environment=environment, seq_len=SITE_SEQ_LEN, margin=margin,
-                    process_model=model.describe(), answers=tuple(answers), example=tuple(example))

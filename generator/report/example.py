@@ -9,6 +9,7 @@ from generator.budget import (
     EXAMPLE_BYTES_PER_WEIGHT,
     EXAMPLE_CARD_BYTES,
     EXAMPLE_PARAMETERS,
+    ProcessModel,
     weight_bytes,
 )
 from generator.matrix import parse_row
@@ -128,15 +129,15 @@ def budget(parameters: int, measured_row: RowView | None) -> Budget:
                   total=figure(total), total_times_weights=ratio(2 + ADAMW_STATES), measured_row=measured_row)
 
 
-def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
-    """The worked example's config, simulated by `fit --record`, against the example's card."""
+def simulated_lines(fit_table: FitTable | None, process: ProcessModel | None) -> tuple[SimulatedLine, ...]:
+    """The worked example's config, simulated (its tensor peaks recorded with the curves), with this page's
+    process model on top, against the example's card."""
     if fit_table is None:
         return ()
     lines = []
     for item in fit_table.example:
         row = parse_row(item.row)
-        lines.append(SimulatedLine(task=item.task, row=item.row,
-                                   shape=f"batch {row.batch_size} × {row.seq_len:,}",
-                                   need=Figure(item.peak_bytes, format_gib(item.peak_bytes)),
-                                   fits=item.peak_bytes <= EXAMPLE_CARD_BYTES))
+        need = process.expected(item.tensor_peak_bytes) if process else item.tensor_peak_bytes
+        lines.append(SimulatedLine(task=item.task, row=item.row, shape=f"batch {row.batch_size} × {row.seq_len:,}",
+                                   need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES))
     return tuple(lines)

@@ -1,12 +1,14 @@
-"""The fit page's context: the simulated answers of `fit --record` (measurements/<env>/_fit.toml), a table
-per shipped config with a column per budget. Frozen and typed; the template places values only."""
+"""The fit page's context: a table per shipped config with a column per budget, answered at build time from
+the simulated curves (generator/store/fit_table.py) and this environment's process model, beside the accuracy
+of the predictions on the measured rows. Frozen and typed; the template places values only."""
 
 from dataclasses import dataclass
 
-from generator.budget import ProcessModel
-from generator.store.fit_table import FitAnswer, FitTable
+from generator.budget import ProcessModel, largest_batch
+from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
-from generator.units import format_gib, format_mib, mib_range, signed_percent
+from generator.units import GIB, format_gib, format_mib, mib_range, signed_percent
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class FitPageContext:
     models: tuple[FitModelView, ...]
     accuracy: tuple[AccuracyRow, ...] = ()
     worst_error: str = ""  # the largest |predicted − measured| / measured over the accuracy rows
+    missing: str = ""  # why there are no answers, where there are none
+    simulated_in: str = ""  # the environment whose run simulated the curves
 
 
 def cell(answer: FitAnswer) -> str:
@@ -76,21 +80,54 @@ def accuracy(results: list[RowResult], process: ProcessModel) -> tuple[AccuracyR
     return tuple(rows)
 
 
-def build_fit_page(table: FitTable, results: list[RowResult] | None = None,
-                   process: ProcessModel | None = None) -> FitPageContext:
-    """One table per config, in the order fit --record wrote them."""
-    budgets = tuple(dict.fromkeys(answer.budget_bytes for answer in table.answers))
+SITE_BUDGETS_GIB = (16, 24, 48, 80)
+SITE_MARGIN = 0.10
+
+
+def site_answers(table: FitTable, process: ProcessModel, margin: float = SITE_MARGIN) -> list[FitAnswer]:
+    """Every curve's answer for every site budget, with this page's process model."""
+    limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // table.seq_len)
+    answers = []
+    for curve in table.curves:
+        def peak(batch: int, curve: Curve = curve) -> int:
+            return process.expected(curve.at(batch))
+        for gib in SITE_BUDGETS_GIB:
+            usable = round(gib * GIB * (1 - margin))
+            batch = largest_batch(peak, usable, limit)
+            shown = max(batch, 1)
+            answers.append(FitAnswer(kind=curve.kind, row=curve.row.format(b=shown), batch=batch,
+                                     predicted_bytes=peak(shown), next_bytes=peak(batch + 1) if batch < limit else 0,
+                                     usable_bytes=usable, simulations=0, model=curve.model,
+                                     parameters=curve.parameters, budget_bytes=gib * GIB))
+    return answers
+
+
+def model_views(answers: list[FitAnswer]) -> tuple[FitModelView, ...]:
+    """One table per config, a row per way of running it, a column per budget."""
+    budgets = tuple(dict.fromkeys(answer.budget_bytes for answer in answers))
     models = []
-    for name in dict.fromkeys(answer.model for answer in table.answers):
-        answers = [answer for answer in table.answers if answer.model == name]
-        kinds = dict.fromkeys(answer.kind for answer in answers)
-        by_key = {(answer.kind, answer.budget_bytes): answer for answer in answers}
-        rows = tuple((kind, *(cell(by_key[(kind, budget)]) for budget in budgets)) for kind in kinds)
-        models.append(FitModelView(name=name, parameters_text=f"{answers[0].parameters:,}", rows=rows))
-    checked = accuracy(results or [], process) if process is not None else ()
+    for name in dict.fromkeys(answer.model for answer in answers):
+        mine = [answer for answer in answers if answer.model == name]
+        by_key = {(answer.kind, answer.budget_bytes): answer for answer in mine}
+        rows = tuple((kind, *(cell(by_key[(kind, budget)]) for budget in budgets))
+                     for kind in dict.fromkeys(answer.kind for answer in mine))
+        models.append(FitModelView(name=name, parameters_text=f"{mine[0].parameters:,}", rows=rows))
+    return tuple(models)
+
+
+def build_fit_page(table: FitTable | None, results: list[RowResult], process: ProcessModel,
+                   environment: str, libraries: str) -> FitPageContext:
+    """The page: answers from the curves and this environment's process model, and the accuracy table; where
+    no curves were simulated under this environment's library versions, a line that says so."""
+    answers = site_answers(table, process) if table is not None else []
+    checked = accuracy(results, process)
     worst = max((abs(row.predicted_error_value) * 100 for row in checked), default=0.0)
+    missing = "" if table is not None else (f"No simulated curves under {libraries} yet: `memory-budget refresh` "
+                                            "(part of `nox -s measure`) records them.")
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
-                          environment=table.environment, seq_len_text=f"{table.seq_len:,}",
-                          margin_text=f"{table.margin:.0%}", process_model=table.process_model,
-                          budgets=tuple(format_gib(b, 0) for b in budgets), models=tuple(models),
-                          accuracy=checked, worst_error=f"{worst:.1f} %" if checked else "")
+                          environment=environment, seq_len_text=f"{table.seq_len:,}" if table else "",
+                          margin_text=f"{SITE_MARGIN:.0%}", process_model=process.describe(),
+                          budgets=tuple(format_gib(gib * GIB, 0) for gib in SITE_BUDGETS_GIB),
+                          models=model_views(answers), accuracy=checked,
+                          worst_error=f"{worst:.1f} %" if checked else "", missing=missing,
+                          simulated_in=table.environment if table else "")

@@ -15,7 +15,7 @@ from generator.report.render import render_markdown, render_page
 from generator.report.versions import VersionsContext, build_versions
 from generator.store import layout
 from generator.store.catalog import Catalog, Selection, newest
-from generator.store.fit_table import load_fit
+from generator.store.fit_table import find_fit, libraries
 from generator.store.overhead import overhead_model
 from generator.store.records import ResultsError
 
@@ -27,7 +27,8 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
     pages = {**render_markdown(article), **render_svgs(context)}
     if versions is not None:
         pages.update(render_page("versions", versions))
-        pages["versions.svg"] = to_svg(versions_chart(versions))
+        if versions.releases:
+            pages["versions.svg"] = to_svg(versions_chart(versions))
     if fit_page is not None:
         pages.update(render_page("fit", fit_page))
     return pages
@@ -61,13 +62,13 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     selection = choose(catalog, env, model)
     single_folder = bool(layout.row_files(measurements))
     environment_folder = layout.environment_folder(selection.folder)
-    fit_table = None if single_folder else load_fit(environment_folder)
+    environment = selection.results[0].environment
+    fit_table = None if single_folder else find_fit(catalog.root, environment)
     process = overhead_model(catalog, selection.environment)
     context = build_context(list(selection.results), process, fit_table)
     versions = None if single_folder else build_versions(selection, others(catalog, selection))
-    fit_page = None
-    if fit_table is not None and fit_table.answers:
-        fit_page = build_fit_page(fit_table, catalog.every_result(environment_folder), process)
+    fit_page = None if single_folder else build_fit_page(
+        fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment))
     return render_pages(context, versions, fit_page)
 
 

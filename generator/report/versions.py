@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from generator.diff.compare import Comparison, RowDiff, compare
 from generator.diff.render import COLUMNS, cells
 from generator.store.catalog import Selection
+from generator.store.comparability import same_machine
 from generator.units import signed_mib, signed_percent
 
 
@@ -35,6 +36,7 @@ class VersionsContext:
     columns: tuple[str, ...]
     releases: tuple[Release, ...]
     changes: tuple[tuple[str, str, float], ...]  # (release label, row, change) for the chart
+    across_machines: bool = False  # no other release was measured on the article's machine
 
 
 def release_label(comparison: Comparison) -> str:
@@ -69,13 +71,16 @@ def release(comparison: Comparison) -> Release:
                    counts=counts, largest=largest, largest_text=describe(largest))
 
 
-def build_versions(article: Selection, others: list[Selection]) -> VersionsContext | None:
-    """The page, or None when the article's model was measured in no other environment."""
-    if not others:
-        return None
+def build_versions(article: Selection, others: list[Selection]) -> VersionsContext:
+    """The page: the article's environment against every other one of its model, on the same machine where
+    there are such; else against other machines', saying that their verdicts mix machine and release."""
+    same = [other for other in others if same_machine(other.results[0].environment, article.results[0].environment)]
+    across = not same and bool(others)
+    others = same or others
     comparisons = [compare(other, article) for other in sorted(others, key=lambda s: s.environment)]
     releases = tuple(release(comparison) for comparison in comparisons)
     changes = tuple((item.label, row.row, row.change) for item, comparison in zip(releases, comparisons, strict=True)
                     for row in comparison.rows if row.threshold_source)
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
-                           newest=article.environment, columns=COLUMNS, releases=releases, changes=changes)
+                           newest=article.environment, columns=COLUMNS, releases=releases, changes=changes,
+                           across_machines=across)

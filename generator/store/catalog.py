@@ -104,14 +104,16 @@ def load_folder(folder: Path) -> tuple[RowResult, ...]:
 
 
 def is_current(path: Path, config_sha256: str) -> bool:
-    """Whether a row's file already holds this model's result, measured by the current method."""
+    """Whether a row's file already holds this model's finished result, measured by the current method (a failed
+    row is measured again)."""
     if not path.is_file():
         return False
     try:
         result = codec.load_file(path)
     except ResultsError:
         return False  # unreadable: measure it again rather than trust it
-    return result.method_version == METHOD_VERSION and result.model.config_sha256 == config_sha256
+    return (result.method_version == METHOD_VERSION and result.model.config_sha256 == config_sha256
+            and result.summary.ok)
 
 
 def library_versions(environment: Environment) -> tuple[Version, ...]:

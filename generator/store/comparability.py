@@ -1,7 +1,7 @@
 """Whether two results of a row may be compared, as an explicit list of checked keys in the spirit of
 pyperf's checked metadata; environments may differ, and ENVIRONMENT_KEYS lists what is reported when they do."""
 
-from generator.store.environment import Environment
+from generator.store.environment import HARDWARE_KEYS, Environment
 from generator.store.records import RowResult
 
 # What must agree for two results of one row to be compared: the row's definition, the model's architecture,
@@ -29,6 +29,11 @@ def comparable(before: RowResult, after: RowResult) -> str:
             shown = (str(old)[:12], str(new)[:12]) if key == "model.config_sha256" else (old, new)
             return f"{key} differs ({shown[0]} against {shown[1]})"
     return ""
+
+
+def same_machine(first: Environment, second: Environment) -> bool:
+    """Whether two set-ups ran on the same kind of machine: device, CPU, its features, memory."""
+    return all(getattr(first, key) == getattr(second, key) for key in ("device", *HARDWARE_KEYS))
 
 
 def environment_differences(before: Environment, after: Environment) -> list[tuple[str, str, str]]:

@@ -1,16 +1,26 @@
-"""The simulated answers the site shows without simulating (the site never imports torch): `fit --record`
-writes them to measurements/<environment>/_fit.toml, and build reads them back, strictly."""
+"""Simulated tensor-peak curves, which the site turns into `fit` answers without simulating (the site never
+imports torch), and the answers themselves.
+
+A tensor peak depends on the model's config and the library versions, not on the machine, and for a fixed
+length it is a convex, piecewise-linear function of the batch (generator/predict/curves.py). So
+`fit --record` (and the main job's `refresh`) stores, per shipped config and way of running it, the tensor peak
+at the batches that pin that function down, in ``measurements/<environment>/_fit.toml``, keyed by the library
+versions. Any build of an environment with those versions reads the curves and answers every budget with that
+environment's own process model, so an answer can never come from another process model than the page's."""
 
 from dataclasses import asdict, dataclass, fields
+from itertools import pairwise
 from pathlib import Path
 
 import tomli_w
 
+from generator.store import layout
+from generator.store.environment import Environment
 from generator.store.files import read_toml, write_atomic
 from generator.store.layout import FIT_FILE
 from generator.store.records import ResultsError
 
-FIT_SCHEMA_VERSION = 1
+FIT_SCHEMA_VERSION = 2  # 1: answers with one process model baked in (a build refuses them as stale)
 
 
 @dataclass(frozen=True)
@@ -31,26 +41,51 @@ class FitAnswer:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """One config's tensor peak against the batch, for one way of running it, at one length."""
+
+    model: str
+    config_sha256: str
+    parameters: int
+    kind: str
+    row: str  # the row id with {b} for the batch: "train-b{b}-s1024-ckpt"
+    batches: tuple[int, ...]
+    tensor_bytes: tuple[int, ...]
+
+    def at(self, batch: int) -> int:
+        """The tensor peak at a batch: exact at the simulated batches, on the chord between them (on or above
+        the convex curve), and along the last segment past them (affine there)."""
+        points = list(zip(self.batches, self.tensor_bytes, strict=True))
+        segments = list(pairwise(points))
+        (b1, t1), (b2, t2) = next((s for s in segments if batch <= s[1][0]), segments[-1])
+        return t1 + (t2 - t1) * (batch - b1) // (b2 - b1)
+
+
+@dataclass(frozen=True)
 class Simulated:
-    """One simulated row of the worked example's model."""
+    """One simulated row of the worked example's model: its tensor peak."""
 
     model: str
     task: str
     row: str
     tensor_peak_bytes: int
-    peak_bytes: int  # with the process model
 
 
 @dataclass(frozen=True)
 class FitTable:
     """Everything in _fit.toml."""
 
-    environment: str
+    libraries: str  # "torch 2.13.0, transformers 5.24.0, peft 0.21.2": what the tensor peaks depend on
+    environment: str  # where they were simulated
     seq_len: int
-    margin: float
-    process_model: str
-    answers: tuple[FitAnswer, ...]
+    curves: tuple[Curve, ...]
     example: tuple[Simulated, ...]
+    seconds: float = 0.0
+
+
+def libraries(environment: Environment) -> str:
+    """The library versions a tensor peak depends on."""
+    return f"torch {environment.torch}, transformers {environment.transformers}, peft {environment.peft}"
 
 
 def save_fit(table: FitTable, folder: Path) -> Path:
@@ -68,6 +103,9 @@ def _typed(cls: type, item: object, path: Path) -> object:
     values = {key: value for key, value in item.items() if key in names}
     for key, value in values.items():
         expected = names[key]
+        if expected == tuple[int, ...] and isinstance(value, list):
+            value = values[key] = tuple(value)
+            expected = tuple
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = values[key] = float(value)
         if not isinstance(value, expected) or isinstance(value, bool):  # type: ignore[arg-type]
@@ -84,14 +122,31 @@ def load_fit(folder: Path) -> FitTable | None:
     if not path.is_file():
         return None
     document = read_toml(path)
+    if document.get("schema_version") == 1:
+        raise ResultsError(f"{path}: holds answers from `fit --record` of an older release, with one process "
+                           "model baked in; run `memory-budget refresh` to record simulation curves instead")
     if document.get("schema_version") != FIT_SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not {FIT_SCHEMA_VERSION}")
-    answers = tuple(_typed(FitAnswer, item, path) for item in document.get("answers", []))
+    curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
     example = tuple(_typed(Simulated, item, path) for item in document.get("example", []))
-    environment, seq_len, margin, model = (document.get(key) for key in ("environment", "seq_len", "margin",
-                                                                         "process_model"))
-    if not (isinstance(environment, str) and isinstance(seq_len, int) and isinstance(margin, int | float)
-            and isinstance(model, str)):
-        raise ResultsError(f"{path}: environment, seq_len, margin or process_model is missing or mistyped")
-    return FitTable(environment=environment, seq_len=seq_len, margin=float(margin), process_model=model,
-                    answers=answers, example=example)  # type: ignore[arg-type]
+    top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
+    if not (isinstance(top["libraries"], str) and isinstance(top["environment"], str)
+            and isinstance(top["seq_len"], int)):
+        raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
+    if any(len(c.batches) < 2 or len(c.batches) != len(c.tensor_bytes) for c in curves):  # type: ignore[attr-defined]
+        raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak")
+    return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
+                    curves=curves, example=example,  # type: ignore[arg-type]
+                    seconds=float(document.get("seconds", 0.0)))
+
+
+def find_fit(root: Path, environment: Environment) -> FitTable | None:
+    """The curves simulated under this environment's library versions: its own, else another environment's
+    with the same versions (tensor peaks do not depend on the machine)."""
+    wanted = libraries(environment)
+    folders = sorted((path.parent for path in layout.fit_files(root)), key=lambda folder: folder.name != environment.id)
+    for folder in folders:
+        table = load_fit(folder)
+        if table is not None and table.libraries == wanted:
+            return table
+    return None

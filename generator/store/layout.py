@@ -71,6 +71,30 @@ def resolve_environment(root: Path, text: str) -> Path:
     raise ResultsError(f"{root}: no environment {text!r}, as a folder or an id (known: {known or 'none'})")
 
 
+def jobs_folder(root: Path, model_name: str) -> Path:
+    """Where a model's cluster jobs keep their submitit files and worker state (shared with the nodes)."""
+    return root / ".jobs" / model_folder_name(model_name)
+
+
+def remembered_environments(jobs: Path) -> list[str]:
+    """The environments (node types) that cluster jobs of this model have reported, oldest first."""
+    path = jobs / "environments.txt"
+    return path.read_text(encoding="utf-8").split() if path.is_file() else []
+
+
+def remember_environment(jobs: Path, environment_id: str) -> None:
+    """Note a node type that a job reported, so that a rerun looks for finished rows in its folder."""
+    known = remembered_environments(jobs)
+    if environment_id not in known:
+        jobs.mkdir(parents=True, exist_ok=True)
+        (jobs / "environments.txt").write_text(" ".join([*known, environment_id]) + "\n", encoding="utf-8")
+
+
+def fit_files(root: Path) -> list[Path]:
+    """Every environment's fit curves under a measurements folder."""
+    return sorted(root.glob(f"*/{FIT_FILE}")) if root.is_dir() else []
+
+
 def recorded_row_files(root: Path, row: RowSpec) -> list[Path]:
     """Every file of this row in any environment and model under root, oldest first (by modification time)."""
     found = [*root.glob(f"*/*/{row.id}.toml"), *root.glob(f"*/{row.id}.toml")]

@@ -1,0 +1,79 @@
+"""The site's simulated curves: for every shipped config and way of running it, the tensor peak at a few
+batches at one length, plus the worked example's rows. Tensor peaks depend on the config and the library
+versions only, so one recording serves every machine with those versions (generator/store/fit_table.py).
+
+The tensor peak is the largest, over the moments of a step, of sums of storages whose sizes are affine in the
+batch: a convex, piecewise-linear curve. Small batches can peak at another moment (the optimizer step, where
+weights, gradients and AdamW state dominate) than large ones (the activations), and for a 7B the change comes
+after batch 4: no short run of equal slopes proves the curve straight. So it is simulated at batches 1, 2, 4,
+8, ... until its peak passes every budget the site answers. Between simulated batches the chord lies on or
+above a convex curve, so an answer read from it errs, if at all, towards a smaller batch; it never says that a
+batch fits which the simulation says does not."""
+
+import time
+
+from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
+from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
+from generator.predict.fit import KINDS
+from generator.predict.simulate import simulate, try_simulate
+from generator.store.environment import Environment
+from generator.store.fit_table import Curve, FitTable, Simulated, libraries
+
+SITE_SEQ_LEN = 1024
+STOP_BYTES = 128 * 2**30  # past the largest budget the site answers (80 GiB) with any overhead
+EXAMPLE_MODEL = "Llama-2-7b"
+EXAMPLE_ROWS = (  # the worked example at 2 bytes per weight: batch 1 × 512, and a realistic 8 × 2048
+    ("run it", "infer-b1-s512-bf16"), ("run it", "infer-b8-s2048-bf16"),
+    ("train all of it", "train-b1-s512-bf16"), ("train all of it", "train-b8-s2048-bf16"),
+    ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
+)
+
+
+def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
+    """One kind's curve (None where it cannot be simulated): batches 1, 2, 4, 8, ... until the peak passes
+    STOP_BYTES or the batch the tool's limits allow."""
+    template = KINDS[kind].replace("{s}", str(seq_len))
+    limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
+    points: list[tuple[int, int]] = []
+    parameters, batch = 0, 1
+    while batch <= limit:
+        prediction, _ = try_simulate(parse_row(template.format(b=batch)), source)
+        if prediction is None:
+            return None
+        points.append((batch, prediction.tensor_peak_bytes))
+        parameters = prediction.parameters
+        if prediction.tensor_peak_bytes > STOP_BYTES:
+            break
+        batch *= 2
+    if len(points) < 2:
+        return None
+    return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters, kind=kind,
+                 row=template, batches=tuple(b for b, _ in points), tensor_bytes=tuple(t for _, t in points))
+
+
+def example_rows() -> tuple[Simulated, ...]:
+    """The worked example's config, simulated at the example's rows."""
+    source = resolve_model(EXAMPLE_MODEL)
+    return tuple(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id,
+                           tensor_peak_bytes=simulate(parse_row(row_id), source).tensor_peak_bytes)
+                 for task, row_id in EXAMPLE_ROWS)
+
+
+def site_curves(environment: Environment, seq_len: int | None = None) -> FitTable:
+    """Every shipped config's curves, and the example's rows."""
+    seq_len = seq_len or SITE_SEQ_LEN
+    started = time.perf_counter()
+    curves = []
+    for name in SHIPPED_MODELS:
+        source = resolve_model(name)
+        curves += [found for kind in KINDS if (found := curve(source, kind, seq_len)) is not None]
+    return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=seq_len,
+                    curves=tuple(curves), example=example_rows(), seconds=round(time.perf_counter() - started, 1))
+
+
+def is_current(table: FitTable | None, environment: Environment) -> bool:
+    """Whether a table was simulated under these library versions from the shipped configs as they are now."""
+    if table is None or table.libraries != libraries(environment):
+        return False
+    shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
+    return {c.config_sha256 for c in table.curves} == shipped
