@@ -1,0 +1,95 @@
+"""The matrix through submitit (generator/measure/cluster.py): which rows to submit, in what order, and how the
+jobs' repeats become row files, each under the environment of the machine that ran it."""
+
+import time
+from pathlib import Path
+
+from generator.measure.cluster import (
+    ClusterOptions,
+    JobOutcome,
+    Submission,
+    follow,
+    make_executor,
+    submit,
+    with_timeout,
+)
+from generator.measure.environment import collect_environment
+from generator.measure.lock import folder_lock
+from generator.measure.matrix_run import MatrixReport, MeasureRequest, RowRun, record_run, row_result, utc_now
+from generator.measure.progress import MatrixDisplay
+from generator.measure.runner import Job
+from generator.store import catalog, codec, layout
+from generator.store.environment import Environment
+
+
+def _done(request: MeasureRequest, environments: list[str]) -> set[str]:
+    """Rows finished by the current method in any of these environments."""
+    return {row.id for row in request.rows for env in environments
+            if catalog.is_current(layout.row_path(layout.model_folder(request.output, env, request.model.name), row),
+                                  request.model.config_sha256)}
+
+
+class _Merger:
+    """Repeats arriving from jobs, merged per (environment, row) and written as they come."""
+
+    def __init__(self, request: MeasureRequest, display: MatrixDisplay, jobs: Path) -> None:
+        self.request, self.display, self.jobs = request, display, jobs
+        self.runs: dict[tuple[str, str], RowRun] = {}
+
+    def __call__(self, submission: Submission, outcome: JobOutcome) -> None:
+        environment, repeat = outcome.environment, outcome.repeat
+        run = self.runs.setdefault((environment.id, submission.row.id), RowRun(submission.row, 0.0))
+        run.repeats.append(repeat)
+        run.limit_method = outcome.limit_method or run.limit_method
+        run.result = row_result(self.request, run, environment)
+        codec.save(run.result, layout.model_folder(self.request.output, environment.id, self.request.model.name))
+        layout.remember_environment(self.jobs, environment.id)
+        detail = f"in {repeat.phase}: {repeat.detail}" if repeat.phase else repeat.detail
+        self.display.row_finished(f"{submission.row.id} (round {submission.round})", repeat.status,
+                                  repeat.net_peak_bytes, repeat.wall_seconds, detail)
+
+
+def _specs(request: MeasureRequest, rows: list, options: ClusterOptions, jobs: Path) -> list:
+    """(job, cap, round, state folder) for each repeat, round by round."""
+    return [(with_timeout(Job(row=row, model=request.model, device=request.device,
+                              timeout_seconds=request.timeout_seconds), options),
+             row.memory_limit_bytes, number, jobs / f"{row.id}-round{number}-{time.time_ns()}")
+            for number in range(1, request.repeats + 1) for row in rows]
+
+
+def run_cluster_matrix(request: MeasureRequest, display: MatrixDisplay, options: ClusterOptions) -> MatrixReport:
+    """Submit what is missing, follow the jobs, write the rows; on Slurm as one array, else one job at a time."""
+    here: Environment = collect_environment(request.device)
+    jobs = layout.jobs_folder(request.output, request.model.name)
+    report = MatrixReport(folder=layout.model_folder(request.output, here.id, request.model.name))
+    with folder_lock(jobs):
+        known = [here.id] if options.executor != "slurm" else layout.remembered_environments(jobs)
+        done = set() if request.force else _done(request, known)
+        todo = [row for row in request.rows if row.id not in done]
+        report.skipped = [row.id for row in request.rows if row.id in done]
+        if not todo:
+            return report
+        started, started_at = time.perf_counter(), utc_now()
+        merge = _Merger(request, display, jobs)
+        specs = _specs(request, todo, options, jobs)
+        display.log(f"submitting {len(specs)} job(s) of {request.model.name} to the {options.executor} executor")
+        display.start(0.0, len(specs))
+        executor = make_executor(options, jobs)
+        try:
+            if options.executor == "slurm":
+                follow(submit(executor, specs), merge, here)
+            else:  # one at a time: jobs on one machine must not share its memory
+                for spec in specs:
+                    display.row_started(f"{spec[0].row.id} (round {spec[2]})", 0.0)
+                    follow(submit(executor, [spec]), merge, here)
+        except KeyboardInterrupt:
+            report.interrupted = True
+        report.written = [run.result for run in merge.runs.values() if run.result is not None]
+        if report.written:
+            record_run(_folder_of(report, request), report, time.perf_counter() - started, started_at)
+    return report
+
+
+def _folder_of(report: MatrixReport, request: MeasureRequest) -> Path:
+    first = report.written[0].environment.id
+    return layout.model_folder(request.output, first, request.model.name)
