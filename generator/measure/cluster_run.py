@@ -14,6 +14,7 @@ from generator.measure.cluster import (
     with_timeout,
 )
 from generator.measure.environment import collect_environment
+from generator.measure.estimate import estimate
 from generator.measure.lock import folder_lock
 from generator.measure.matrix_run import MatrixReport, MeasureRequest, RowRun, record_run, row_result, utc_now
 from generator.measure.progress import MatrixDisplay
@@ -45,8 +46,8 @@ class _Merger:
         codec.save(run.result, layout.model_folder(self.request.output, environment.id, self.request.model.name))
         layout.remember_environment(self.jobs, environment.id)
         detail = f"in {repeat.phase}: {repeat.detail}" if repeat.phase else repeat.detail
-        self.display.row_finished(f"{submission.row.id} (round {submission.round})", repeat.status,
-                                  repeat.net_peak_bytes, repeat.wall_seconds, detail)
+        self.display.row_finished(submission.row.id, repeat.status, repeat.net_peak_bytes, repeat.wall_seconds,
+                                  detail)
 
 
 def _specs(request: MeasureRequest, rows: list, options: ClusterOptions, jobs: Path) -> list:
@@ -73,14 +74,15 @@ def run_cluster_matrix(request: MeasureRequest, display: MatrixDisplay, options:
         merge = _Merger(request, display, jobs)
         specs = _specs(request, todo, options, jobs)
         display.log(f"submitting {len(specs)} job(s) of {request.model.name} to the {options.executor} executor")
-        display.start(0.0, len(specs))
+        seconds = _estimates(request, todo, here, options)
+        display.start(sum(seconds[spec[0].row] for spec in specs), len(specs))
         executor = make_executor(options, jobs)
         try:
             if options.executor == "slurm":
                 follow(submit(executor, specs), merge, here)
             else:  # one at a time: jobs on one machine must not share its memory
                 for spec in specs:
-                    display.row_started(f"{spec[0].row.id} (round {spec[2]})", 0.0)
+                    display.row_started(spec[0].row.id, seconds[spec[0].row], spec[2])
                     follow(submit(executor, [spec]), merge, here)
         except KeyboardInterrupt:
             report.interrupted = True
@@ -88,6 +90,14 @@ def run_cluster_matrix(request: MeasureRequest, display: MatrixDisplay, options:
         if report.written:
             record_run(_folder_of(report, request), report, time.perf_counter() - started, started_at)
     return report
+
+
+def _estimates(request: MeasureRequest, rows: list, here: Environment, options: ClusterOptions) -> dict:
+    """Seconds per job on this machine (a job also starts its own server); none for a cluster's array."""
+    if options.executor == "slurm":
+        return dict.fromkeys(rows, 0.0)
+    planned = estimate(rows, request.model, request.output, here, request.timeout_seconds)
+    return {row: planned.seconds[row] + planned.server_seconds for row in rows}
 
 
 def _folder_of(report: MatrixReport, request: MeasureRequest) -> Path:
