@@ -79,6 +79,15 @@ def benchmark(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Plant small bugs (mutmut) in the modules pyproject.toml's [tool.mutmut] names, run the fast tests against
+    each, and print the score per module (generator/... : killed / total)."""
+    session.install("mutmut>=3.3", "-e", ".[site,test]")
+    session.run("mutmut", "run", success_codes=[0, 1])
+    session.run("python", "tests/mutation_report.py")
+
+
+@nox.session
 def serve(session: nox.Session) -> None:
     """Preview site/ at http://127.0.0.1:8000/ (posargs: another port). Serves files only, on localhost only."""
     port = session.posargs[0] if session.posargs else "8000"

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from generator.report.article import build_context
 from generator.report.render import render_markdown
 from generator.store.catalog import Catalog, newest
@@ -33,13 +35,23 @@ def test_the_capped_run_and_the_headline_come_from_the_files() -> None:
 def test_the_verdict_follows_the_shares(measured_folder: Path) -> None:
     from generator.store.catalog import load_folder
 
-    context = build_context(load_folder(measured_folder))
-    verdict = context.verdict
-    assert verdict is not None
-    assert abs(verdict.fixed_share.value + verdict.activations_share.value - 1) < 1e-9
-    assert verdict.fixed_dominate == (verdict.fixed_share.value >= 0.5)
-    names = {c.subject.id.rsplit("-", 1)[-1] for c in verdict.first}
-    assert names == ({"lora8", "bf16"} if verdict.fixed_dominate else {"ckpt"})
+    """Flip the data, and the verdict flips: batch-8 training whose peak is barely above its P × 16 bytes is
+    ruled by fixed costs (adapters and 16-bit first); the same row at four times that, by activations."""
+    from dataclasses import replace
+
+    results = list(load_folder(measured_folder))
+    plain = next(r for r in results if r.row.id == "train-b8-s256")
+    fixed = 16 * plain.model.parameters  # fp32 weights, gradients and two AdamW moments, by hand
+    firsts = {}
+    for scale in (1.2, 4.0):
+        net = int(fixed * scale)
+        summary = replace(plain.summary, net_peak_bytes=net, peak_rss_bytes=plain.summary.baseline_bytes + net)
+        edited = [replace(r, summary=summary) if r is plain else r for r in results]
+        verdict = build_context(edited).verdict
+        assert verdict is not None
+        assert verdict.fixed_share.value == pytest.approx(1 / scale)
+        firsts[scale] = {c.subject.id.rsplit("-", 1)[-1] for c in verdict.first}
+    assert firsts == {1.2: {"lora8", "bf16"}, 4.0: {"ckpt"}}
 
 
 def test_a_few_rows_make_no_claim_they_do_not_support(measured_folder: Path) -> None:

@@ -140,3 +140,36 @@ def test_any_value_renders_as_its_own_text(measured_folder: Path, name: str, ref
 def test_code_spans_hold_any_value(value: str) -> None:
     visible = _Page(markdown_to_html(markdown_code(value))).visible
     assert visible == " ".join(value.split())
+
+
+def _string_fields(record: object) -> list[str]:
+    from dataclasses import fields
+
+    return [spec.name for spec in fields(record) if spec.type is str]  # type: ignore[arg-type]
+
+
+def test_every_string_field_that_reaches_a_page_is_text(measured_folder: Path) -> None:
+    """Generated from the records' declared fields, not a hand list: each string field of the model, the
+    environment and the summary, poisoned in turn; wherever it reaches a page, it is text, not markup."""
+    from dataclasses import replace
+
+    results = list(load_environment(measured_folder))
+    records = {"model": results[0].model, "environment": results[0].environment, "summary": results[0].summary}
+    reached = []
+    for table, record in records.items():
+        for name in _string_fields(record):
+            if (table, name) in (("environment", "id"), ("summary", "status"), ("summary", "phase")):
+                continue  # validated ids and enumerations, refused by the loader when they are anything else
+            marker = f"M4rk{table}{name}"
+            payload = f"{marker} {HOSTILE}"
+
+            poisoned = [replace(r, **{table: replace(getattr(r, table), **{name: payload})}) for r in results]
+            pages = render_markdown(build_context(poisoned))
+            html = assert_no_markup_from_values(pages["index.html"])
+            as_host = assert_no_markup_from_values(
+                MarkdownIt("commonmark", {"html": True}).enable("table").render(pages["index.md"]))
+            if marker in html.visible:
+                reached.append(f"{table}.{name}")
+                literal = PAYLOADS[0]  # shown as text; lists such as LoRA targets are re-joined with commas
+                assert literal in html.visible and literal in as_host.visible, (table, name)
+    assert {"environment.os", "environment.cpu", "model.name"} <= set(reached), reached

@@ -121,7 +121,14 @@ WORDS = ["measure", "build", "probe", "--rows", "--model", "--seq", "--device", 
          "--timeout", "--memory-limit", "--output", "--measurements", "--env", "--row", "train-b8", "infer-b1",
          "baseline", "train-b8-ckpt-bf16-lora4", "0", "-1", "8", "1e9", "3GiB", "cpu", "cuda", "nan", "",
          "tests/tiny-llama.json", "no/such.json", "org/model", "diff", "predict", "--format", "json", "md",
-         "--threshold", "2%", "--record", "gpt2", "Llama-2-7b"]
+         "--threshold", "2%", "--record", "gpt2", "Llama-2-7b", "fit", "--budget", "24GiB", "--margin", "10%",
+         "--confirm", "refresh", "--lora-targets", "q_proj", "--executor", "local", "slurm", "--slurm-time"]
+
+
+def _snapshot(root: Path) -> dict[str, float]:
+    """Every file under measurements/ and site/, with its modification time."""
+    return {str(path): path.stat().st_mtime for folder in ("measurements", "site")
+            for path in (root / folder).rglob("*") if path.is_file()}
 
 
 @pytest.fixture
@@ -138,12 +145,27 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None: [])
     monkeypatch.setattr(rows, "predict_rows", lambda rows, source, model: [])
     monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
+    from generator.measure import cluster_run
+    from generator.predict import curves, fit, fit_report, refresh
+    from generator.store import fit_table
+
+    answer = fit_table.FitAnswer(kind="inference", row="infer-b1-s256", batch=1, predicted_bytes=1,
+                                 next_bytes=2, usable_bytes=1, simulations=0)
+    monkeypatch.setattr(fit, "fit", lambda predictor, seq, budget, margin: [answer])
+    monkeypatch.setattr(fit_report, "confirm", lambda answers, source, measurements: "")
+    monkeypatch.setattr(curves, "site_curves", lambda environment: None)
+    monkeypatch.setattr(fit_table, "save_fit", lambda table, folder: folder / "_fit.toml")
+    monkeypatch.setattr(refresh, "refresh", lambda source, measurements, seq: refresh.RefreshReport())
+    monkeypatch.setattr(cluster_run, "run_cluster_matrix",
+                        lambda request, display, options: MatrixReport(folder=tmp_path))
 
 
 @given(argv=st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=12)), max_size=8))
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_no_command_line_raises(no_side_effects: None, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    before = _snapshot(REPO)
     code = cli.main(argv)
+    assert _snapshot(REPO) == before, argv  # nothing written into the repository under test
     captured = capsys.readouterr()
     assert code in (0, 1, 2, 130)
     assert "Traceback" not in captured.err

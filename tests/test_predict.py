@@ -55,9 +55,19 @@ def test_a_real_measurement_agrees_with_its_prediction(tmp_path: Path) -> None:
     assert "recorded 2 prediction(s)" in predicted.stderr
     for row_id in rows:
         result = load_file(next(tmp_path.glob(f"*/*/{row_id}.toml")))
-        assert result.prediction is not None
-        tensor, net = result.prediction.tensor_peak_bytes, result.summary.net_peak_bytes
+        prediction = result.prediction
+        assert prediction is not None
+        tensor, net = prediction.tensor_peak_bytes, result.summary.net_peak_bytes
         assert 0.97 * tensor <= net <= 1.15 * tensor + 160 * MIB, (row_id, tensor / MIB, net / MIB)
+        # P × bytes by hand, from the parameter count the worker measured: fp32 weights, and for training
+        # gradients and two AdamW moments of the same size. A prediction that lost any of them fails here.
+        weights = 4 * result.model.parameters
+        training = row_id.startswith("train")
+        assert (prediction.weights_bytes, prediction.gradients_bytes, prediction.optimizer_bytes) == (
+            weights, weights if training else 0, 2 * weights if training else 0)
+        assert tensor == prediction.weights_bytes + prediction.gradients_bytes + prediction.optimizer_bytes + (
+            prediction.activations_bytes) and prediction.activations_bytes > 0
+        assert net >= (4 if training else 1) * weights  # the process held at least those arrays
     document = json.loads(predicted.stdout)
     assert [row["row"] for row in document] == rows
     assert {"row", "peak_bytes", "tensor_peak_bytes", "phase"} <= set(document[0])
