@@ -39,8 +39,13 @@ def test_the_local_executor_writes_what_the_default_rounds_write(measured_root: 
                    "--format", "json")
     assert diff.returncode in (0, 1), diff.stderr
     assert "not comparable" not in diff.stdout
-    site = run_cli("build", "--measurements", str(local), "--output", str(tmp_path / "site"))
-    assert site.returncode == 0, site.stderr
+    pages = {}
+    for name, root in (("local", local), ("rounds", measured_root)):
+        site = run_cli("build", "--measurements", str(root), "--output", str(tmp_path / f"site-{name}"))
+        assert site.returncode == 0, site.stderr
+        pages[name] = {path.name: [line for line in path.read_text().splitlines() if line.startswith("#")]
+                       for path in (tmp_path / f"site-{name}").glob("*.md")}
+    assert pages["local"] == pages["rounds"]  # the same pages, with the same sections
 
 
 def _job_processes(marker: str) -> list[int]:
