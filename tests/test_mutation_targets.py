@@ -283,3 +283,68 @@ def test_a_side_without_phases_or_finished_repeats() -> None:
 def test_a_failed_summary_keeps_its_cap_method() -> None:
     failed = summarize([_repeat(0, status="oom", phase="step2", lora_targets="q")], "cgroup v2 memory.max")
     assert failed.memory_limit_method == "cgroup v2 memory.max" and failed.lora_targets == "q"
+
+
+# ---------------------------------------------------------------- the overhead model
+
+
+def test_the_overhead_model_by_hand() -> None:
+    """Fitted on this environment's finished, uncapped rows with predictions; else the first other folder that
+    has three; the pairs and the words by hand."""
+    from pathlib import Path
+
+    from generator.store.catalog import Catalog
+    from generator.store.layout import environments
+    from generator.store.overhead import measured_pairs, overhead_model
+
+    root = Path(__file__).resolve().parent.parent / "measurements"
+    catalog = Catalog(root)
+    folders = environments(root)
+    mine = folders[-1]
+    results = catalog.every_result(mine)
+    pairs = measured_pairs(results)
+    expected = [(r.prediction.tensor_peak_bytes, r.summary.net_peak_bytes) for r in results  # type: ignore[union-attr]
+                if r.prediction is not None and r.summary.ok and r.row.mode != "baseline"
+                and not r.row.memory_limit_bytes]
+    assert pairs == expected and len(pairs) >= 3
+    model = overhead_model(catalog, mine.name)
+    assert model.rows == len(pairs) and model.source.endswith(f"in {mine.name}")
+    models = sorted({r.model.name for r in results if r.prediction is not None})
+    assert model.source == f"{len(pairs)} measured rows of {', '.join(models)} in {mine.name}"
+    line = fit_line([t for t, _ in pairs], [m for _, m in pairs])
+    assert line is not None and model.proportional == pytest.approx(line.slope - 1)
+    assert model.fixed == pytest.approx(line.intercept)
+    elsewhere = overhead_model(catalog, "cpu-no-such-environment")
+    first = next(f for f in folders if len(measured_pairs(catalog.every_result(f))) >= 3)
+    assert elsewhere.source.endswith(f"in {first.name}")
+    empty = overhead_model(Catalog(root / "no-such-folder"), "x")
+    assert empty.rows == 0 and empty.source.startswith("no overhead")
+
+
+def test_a_capped_or_unpredicted_row_is_not_a_pair() -> None:
+    from generator.store.overhead import measured_pairs
+    from generator.store.records import Prediction
+
+    prediction = Prediction(tensor_peak_bytes=50, phase="step2", weights_bytes=0, gradients_bytes=0,
+                            optimizer_bytes=0, activations_bytes=50, parameters=1, trainable_parameters=1, method="m")
+    good = replace(_result(100, 100, 100), prediction=prediction)
+    capped = replace(_result(100, 100, 100, row="train-b8-s256-cap1GiB"), prediction=prediction)
+    failed = replace(_result(0, 0, 0, status="oom"), prediction=prediction)
+    assert measured_pairs([good, capped, failed, _result(100, 100, 100)]) == [(50, 100)]
+
+
+def test_three_pairs_are_enough_and_unpredicted_models_are_not_named(tmp_path) -> None:
+    from generator.store.catalog import Catalog
+    from generator.store.codec import save
+    from generator.store.overhead import overhead_model
+    from generator.store.records import Prediction
+
+    folder = tmp_path / "cpu-x" / "m"
+    for batch, tensor in ((1, 100), (2, 200), (4, 400)):
+        prediction = Prediction(tensor_peak_bytes=tensor * MIB, phase="step2", weights_bytes=0, gradients_bytes=0,
+                                optimizer_bytes=0, activations_bytes=tensor * MIB, parameters=1,
+                                trainable_parameters=1, method="m")
+        net = 2 * tensor * MIB
+        save(replace(_result(net, net, net, row=f"train-b{batch}-s256"), prediction=prediction), folder)
+    model = overhead_model(Catalog(tmp_path), "cpu-x")
+    assert (model.rows, model.proportional, model.source) == (3, pytest.approx(1.0), "3 measured rows of m in cpu-x")
