@@ -14,6 +14,7 @@ becomes a repeat with a status and the phase the worker had reached, read from i
 shared folder. A rerun submits only rows that are not yet measured under these library versions. Ctrl-C
 cancels every job still queued or running."""
 
+import contextlib
 import time
 import tomllib
 from dataclasses import dataclass, fields, replace
@@ -105,19 +106,11 @@ class Submission:
 def submit(executor: Any, specs: list[tuple[Job, int, int, Path]]) -> list[Submission]:
     """Submit (job, cap, round, state folder) each as one job; on Slurm, all in one array."""
     handles = []
-    with executor.batch() if len(specs) > 1 and hasattr(executor, "batch") else _nothing():
+    with executor.batch() if len(specs) > 1 else contextlib.nullcontext():
         for job, cap, _, folder in specs:
             handles.append(executor.submit(run_job, job, cap, str(folder)))
     return [Submission(job.row, number, folder, handle)
             for (job, _, number, folder), handle in zip(specs, handles, strict=True)]
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def outcome(submission: Submission, environment: Environment) -> JobOutcome:
