@@ -139,9 +139,7 @@ def run_refresh(args: argparse.Namespace) -> int:
     """`refresh`: what this environment's page still needs after measuring; exit 0 once it is current."""
     from generator.predict.refresh import refresh
 
-    report = refresh(_model(args, ()), args.measurements, args.seq)
-    for note in report.notes if not report.seconds else ():
-        print(plain_terminal_text(f"refresh: {note}"), file=sys.stderr)
+    refresh(_model(args, ()), args.measurements, args.seq)  # prints each step's outcome as it goes
     return 0
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.budget import ProcessModel
+from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
 from generator.measure.environment import collect_environment
 from generator.measure.matrix_run import MeasureRequest, measure_rows, utc_now
@@ -72,6 +73,7 @@ def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshRep
     results = _measured(folder)
     if not results:
         report.notes.append(f"nothing measured for {source.name} in {environment.id}: run `memory-budget measure`")
+        print(plain_terminal_text(f"refresh: {report.notes[-1]}"), file=sys.stderr)
         return report
     steps = {"predict": lambda: record_predictions(results, source, measurements),
              "probe": lambda: probe_step2(results, source, measurements, seq_len),
@@ -80,7 +82,8 @@ def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshRep
         started = time.perf_counter()
         report.notes.append(step())
         report.seconds[name] = round(time.perf_counter() - started, 1)
-        print(f"refresh: {report.notes[-1]} ({report.seconds[name]:.0f} s)", file=sys.stderr, flush=True)
+        print(plain_terminal_text(f"refresh: {report.notes[-1]} ({report.seconds[name]:.0f} s)"), file=sys.stderr,
+              flush=True)
     runlog.record_run(folder, {"started_at": utc_now(), "refresh_seconds": report.seconds})
     return report
 
