@@ -67,7 +67,7 @@ def accuracy(results: list[RowResult], process: ProcessModel) -> tuple[AccuracyR
     rows = []
     for result in sorted(results, key=lambda r: (r.model.name, r.row.mode, r.row.tokens_per_step, r.row.id)):
         summary, prediction = result.summary, result.prediction
-        if prediction is None or not summary.ok or result.row.memory_limit_bytes or not summary.net_peak_bytes:
+        if prediction is None or not result.finished or not summary.net_peak_bytes:
             continue
         measured, tensor = summary.net_peak_bytes, prediction.tensor_peak_bytes
         spread = (f" ({mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)})"
