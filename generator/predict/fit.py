@@ -62,12 +62,18 @@ def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) ->
         slope = max(peak(2) - peak(1), 1)
         first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
         fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
+        if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
+            too_big = first + 1
+    halve = False  # after a guess that left more than half the bracket, bisect once (the Illinois idea)
     while too_big - fits > 1:
-        guess = _interpolate(fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
+        width = too_big - fits
+        guess = (fits + too_big) // 2 if halve else _interpolate(
+            fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
         if peak(guess) <= usable:
             fits = guess
         else:
             too_big = guess
+        halve = too_big - fits > width // 2
     return answer(fits)
 
 
