@@ -7,6 +7,7 @@ positional arguments through: `nox -s measure -- --rows train-b8 --force`.
 import os
 
 import nox
+from nox.command import CommandFailed
 
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["tests", "lint"]
@@ -28,6 +29,36 @@ def measure(session: nox.Session) -> None:
     session.run("memory-budget", "refresh")  # predictions, the step-2 cap, the fit curves: what the page needs
 
 
+@nox.session
+def allocators(session: nox.Session) -> None:
+    """The allocator comparison, beside the main job (it takes about as long again): batch-8 training and
+    checkpointing under glibc, glibc-tuned, jemalloc and tcmalloc, then the default matrix under glibc-tuned,
+    then `refresh`. jemalloc and tcmalloc need Debian's libjemalloc2 and libtcmalloc-minimal4."""
+    session.install(TORCH)
+    session.install("-e", ".[measure,cluster]")
+    session.run("memory-budget", "measure", "--rows", "train-b8", "train-b8-ckpt", "--allocator", "glibc",
+                "glibc-tuned", "jemalloc", "tcmalloc", *session.posargs, success_codes=[0, 1])
+    session.run("memory-budget", "measure", "--allocator", "glibc-tuned", *session.posargs, success_codes=[0, 1])
+    session.run("memory-budget", "refresh")
+
+
+@nox.session
+def setups(session: nox.Session) -> None:
+    """The set-ups people run and the rows no fit has seen, under glibc and glibc-tuned: generation with the KV
+    cache, mixed precision, LoRA on a bf16 base (cheap on a CPU with native bf16, slow without), shapes past
+    the default range, GPT-2's matrix and a third family (Qwen2-0.5B); then `refresh` for each model."""
+    session.install(TORCH)
+    session.install("-e", ".[measure,cluster]")
+    both = ("--allocator", "glibc", "glibc-tuned", "--repeats", "2")
+    for arguments in (("--rows", "gen-b1-n64", "train-b8-amp", "train-b8-bf16-lora8"),
+                      ("--rows", "train-b16", "infer-b32-s512", "train-b2-s1024"),
+                      ("--model", "gpt2"),
+                      ("--model", "Qwen2-0.5B", "--rows", "infer-b8", "train-b1", "gen-b1-n64")):
+        session.run("memory-budget", "measure", *arguments, *both, success_codes=[0, 1])
+    for model in ("SmolLM2-135M-Instruct", "gpt2", "Qwen2-0.5B"):
+        session.run("memory-budget", "refresh", "--model", model)
+
+
 # The releases the versions page compares. 4.57.6 is the last 4.x; 5.22.0 is the release a well-known write-up
 # of this experiment used; 5.24.0 is the newest here. peft 0.21.2 works with all three.
 TRANSFORMERS_RELEASES = ["4.57.6", "5.22.0", "5.24.0"]
@@ -46,6 +77,32 @@ def measure_versions(session: nox.Session, transformers: str) -> None:
     session.install("-e", ".[measure,cluster]")
     session.install(f"transformers=={transformers}", f"peft=={os.environ.get('MEMORY_BUDGET_PEFT', '0.21.2')}")
     session.run("memory-budget", "measure", *session.posargs)
+
+
+# The releases `nox -s history` simulates, oldest first: about every third minor release of 4.x back to where
+# the pinned torch and peft stop importing, and of 5.x up to the newest.
+HISTORY_RELEASES = ["4.36.2", "4.40.2", "4.44.2", "4.46.3", "4.48.3", "4.50.3", "4.52.4", "4.54.1", "4.56.2",
+                    "4.57.6", "5.0.0", "5.3.0", "5.6.2", "5.9.0", "5.12.1", "5.15.1", "5.18.0", "5.20.2", "5.22.2",
+                    "5.24.0"]
+
+
+@nox.session
+def history(session: nox.Session) -> None:
+    """Memory history across releases: the default rows' tensor peaks simulated under each release of
+    HISTORY_RELEASES, installed one after another into this session's virtualenv (the pinned torch and peft
+    stay), into measurements/_history/<model>.toml. posargs go to `memory-budget history`, e.g.
+    `nox -s history -- --model path/to/config.json`. A release pip cannot install is recorded with the reason;
+    one that installs but cannot simulate a row records that row's error."""
+    session.install(TORCH)
+    session.install("-e", ".[measure]")
+    for release in HISTORY_RELEASES:
+        try:
+            session.install(f"transformers=={release}", silent=True)
+        except CommandFailed as error:
+            session.run("memory-budget", "history", "--not-installable", f"{release}: {error.reason or 'pip failed'}",
+                        *session.posargs)
+            continue
+        session.run("memory-budget", "history", *session.posargs, success_codes=[0, 1])
 
 
 @nox.session

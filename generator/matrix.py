@@ -2,7 +2,8 @@
 
 A row id spells its coordinates, so ids people type and file names on disk are the same thing:
 ``baseline``, ``infer-b8-s256``, ``train-b8-s256-ckpt``, ``train-b8-s256-bf16``, ``train-b8-s256-lora8``,
-``train-b8-s256-cap3072MiB``. When typing one, ``-s<len>`` may be left out (``--seq`` fills it in).
+``train-b8-s256-cap3072MiB``, ``train-b8-s256-glibc-tuned`` (the allocator goes last). When typing one,
+``-s<len>`` may be left out (``--seq`` fills it in).
 """
 
 import re
@@ -12,14 +13,24 @@ from generator.units import MIB, parse_size
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
-MODES = {"baseline": "baseline", "infer": "inference", "train": "train"}
+MODES = {"baseline": "baseline", "infer": "inference", "train": "train", "gen": "generate"}
 MODE_TOKENS = {name: token for token, name in MODES.items()}
 DEFAULT_LORA_RANK = 8
+DEFAULT_NEW_TOKENS = 64  # a generation row's new tokens when its id names none
+MAX_NEW_TOKENS = 4096
 DEFAULT_SEQ_LEN = 256
 STEPS = 2  # AdamW allocates its state on the first update: one step under-reports.
 # Seconds before a row's worker is stopped: the slowest default row (16-bit training on a CPU without native
 # bf16) takes ~16 min.
 DEFAULT_TIMEOUT_SECONDS = 3600.0
+# The memory allocator a row's process runs under (generator/measure/allocator.py): glibc as a user's process
+# gets it, glibc with fixed mmap and trim thresholds, or jemalloc or tcmalloc preloaded. It is a coordinate:
+# the same row under two allocators is two rows.
+ALLOCATORS = ("glibc", "glibc-tuned", "jemalloc", "tcmalloc")
+DEFAULT_ALLOCATOR = "glibc"
+TUNED_THRESHOLD_BYTES = 128 * 1024  # glibc-tuned: glibc's mmap and trim thresholds, fixed at 128 KiB
+TUNED_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": str(TUNED_THRESHOLD_BYTES),
+                  "MALLOC_TRIM_THRESHOLD_": str(TUNED_THRESHOLD_BYTES)}
 MAX_BATCH = 1024
 MAX_SEQ_LEN = 32768
 MAX_TOKENS_PER_STEP = 1 << 20
@@ -42,6 +53,9 @@ class RowSpec:
     lora_rank: int = 0  # 0: every parameter trains
     memory_limit_bytes: int = 0  # 0: no cap
     steps: int = STEPS
+    allocator: str = DEFAULT_ALLOCATOR
+    amp: bool = False  # bf16 autocast over fp32 weights and AdamW: mixed-precision training
+    new_tokens: int = 0  # generation rows: tokens decoded with the KV cache after the prompt
 
     @property
     def id(self) -> str:
@@ -50,15 +64,26 @@ class RowSpec:
             parts = ["baseline"]
         else:
             parts = [MODE_TOKENS[self.mode], f"b{self.batch_size}", f"s{self.seq_len}"]
+            if self.new_tokens:
+                parts.append(f"n{self.new_tokens}")
             if self.gradient_checkpointing:
                 parts.append("ckpt")
+            if self.amp:
+                parts.append("amp")
             if self.dtype != "float32":
                 parts.append(DTYPE_TOKENS[self.dtype])
             if self.lora_rank:
                 parts.append(f"lora{self.lora_rank}")
         if self.memory_limit_bytes:
             parts.append(_cap_token(self.memory_limit_bytes))
+        if self.allocator != DEFAULT_ALLOCATOR:
+            parts.append(self.allocator)
         return "-".join(parts)
+
+    @property
+    def positions(self) -> int:
+        """The longest sequence the model sees: the prompt and, for generation, every new token."""
+        return self.seq_len + self.new_tokens
 
     @property
     def tokens_per_step(self) -> int:
@@ -69,6 +94,10 @@ class RowSpec:
         """The same row under a memory cap."""
         return replace(self, memory_limit_bytes=memory_limit_bytes)
 
+    def with_allocator(self, allocator: str) -> "RowSpec":
+        """The same row under another allocator."""
+        return replace(self, allocator=allocator)
+
 
 def _cap_token(n_bytes: int) -> str:
     return f"cap{n_bytes // MIB}MiB" if n_bytes % MIB == 0 else f"cap{n_bytes}B"
@@ -76,11 +105,16 @@ def _cap_token(n_bytes: int) -> str:
 
 def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
     """Turn a typed row id into coordinates; raise RowError with a one-line reason."""
-    tokens = text.strip().lower().split("-")
+    text_allocator = next((name for name in sorted(ALLOCATORS, key=len, reverse=True)
+                           if text.strip().lower().endswith(f"-{name}")), "")
+    core = text.strip().lower().removesuffix(f"-{text_allocator}") if text_allocator else text.strip().lower()
+    tokens = core.split("-")
     mode = MODES.get(tokens[0])
     if mode is None:
         raise RowError(f"unknown row {text!r}: it must start with one of {', '.join(MODES)}")
     fields: dict[str, object] = {"mode": mode}
+    if text_allocator:
+        fields["allocator"] = text_allocator
     for token in tokens[1:]:
         parsed = _parse_token(token, text)
         twice = set(parsed) & set(fields)
@@ -88,12 +122,14 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
             raise RowError(f"row {text!r} names its {_COORDINATE_NAMES[twice.pop()]} twice")
         fields.update(parsed)
     if mode == "baseline":
-        if set(fields) - {"mode", "memory_limit_bytes"}:
+        if set(fields) - {"mode", "memory_limit_bytes", "allocator"}:
             raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype or LoRA")
         return RowSpec(**fields)  # type: ignore[arg-type]
     if "batch_size" not in fields:
         raise RowError(f"row {text!r} needs a batch size, such as -b8")
     fields.setdefault("seq_len", seq_len)
+    if mode == "generate":
+        fields.setdefault("new_tokens", DEFAULT_NEW_TOKENS)
     row = RowSpec(**fields)  # type: ignore[arg-type]
     check_row(row, text)
     return row
@@ -101,12 +137,15 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
 
 _COORDINATE_NAMES = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype",
                      "gradient_checkpointing": "checkpointing", "lora_rank": "LoRA rank",
-                     "memory_limit_bytes": "memory cap"}
+                     "memory_limit_bytes": "memory cap", "allocator": "allocator", "amp": "autocast",
+                     "new_tokens": "new tokens"}
 
 
 def _parse_token(token: str, text: str) -> dict[str, object]:
     if token == "ckpt":
         return {"gradient_checkpointing": True}
+    if token == "amp":
+        return {"amp": True}
     if token in DTYPES:
         return {"dtype": DTYPES[token]}
     if token == "lora":
@@ -116,7 +155,7 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
             return {"memory_limit_bytes": parse_size(token[3:])}
         except ValueError as error:
             raise RowError(f"row {text!r}: {error}") from None
-    for prefix, key in (("lora", "lora_rank"), ("b", "batch_size"), ("s", "seq_len")):
+    for prefix, key in (("lora", "lora_rank"), ("b", "batch_size"), ("s", "seq_len"), ("n", "new_tokens")):
         if token.startswith(prefix) and token[len(prefix):].lstrip("-").isdigit():
             value = int(token[len(prefix):])
             if key == "lora_rank" and value < 1:  # lora0 would run as full training under a LoRA id
@@ -124,15 +163,24 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
             return {key: value}
     if _DTYPE_LIKE.match(token):
         raise RowError(f"row {text!r}: unknown dtype {token!r} (known: {', '.join(DTYPES)})")
-    raise RowError(f"row {text!r}: unknown part {token!r} (expected b<batch>, s<length>, ckpt, "
-                   f"{', '.join(DTYPES)}, lora<r> or cap<size>)")
+    if token in ("glibc", "tuned", "jemalloc", "tcmalloc"):
+        raise RowError(f"row {text!r}: the allocator goes last ({', '.join(ALLOCATORS)})")
+    raise RowError(f"row {text!r}: unknown part {token!r} (expected b<batch>, s<length>, n<new tokens>, ckpt, "
+                   f"amp, {', '.join(DTYPES)}, lora<r>, cap<size> or an allocator: {', '.join(ALLOCATORS[1:])})")
 
 
 def check_row(row: RowSpec, text: str = "") -> None:
     """Refuse coordinates that are impossible or absurd for a single machine."""
     name = text or row.id
-    if row.mode == "inference" and (row.gradient_checkpointing or row.lora_rank):
-        raise RowError(f"row {name!r}: checkpointing and LoRA only apply to training rows")
+    if row.mode != "train" and (row.gradient_checkpointing or row.lora_rank or row.amp):
+        raise RowError(f"row {name!r}: checkpointing, autocast and LoRA only apply to training rows")
+    if row.amp and row.dtype != "float32":
+        raise RowError(f"row {name!r}: amp autocasts over fp32 weights; it takes no {row.dtype} weights")
+    if (row.mode == "generate") != (row.new_tokens > 0):
+        raise RowError(f"row {name!r}: new tokens (n<count>) belong to generation rows (gen-...) only")
+    if not 0 <= row.new_tokens <= MAX_NEW_TOKENS or row.positions > MAX_SEQ_LEN:
+        raise RowError(f"row {name!r}: new tokens must be between 1 and {MAX_NEW_TOKENS}, and the prompt and "
+                       f"new tokens at most {MAX_SEQ_LEN}")
     if not 1 <= row.batch_size <= MAX_BATCH:
         raise RowError(f"row {name!r}: batch size must be between 1 and {MAX_BATCH}")
     if not 1 <= row.seq_len <= MAX_SEQ_LEN:
@@ -162,6 +210,18 @@ DEFAULT_ROWS: tuple[str, ...] = (
 def default_matrix(seq_len: int = DEFAULT_SEQ_LEN) -> list[RowSpec]:
     """The rows `measure` runs when none are named. Lengths given explicitly (s512) stay as they are."""
     return [parse_row(row_id, seq_len) for row_id in DEFAULT_ROWS]
+
+
+def under_allocators(rows: list[RowSpec], allocators: list[str]) -> list[RowSpec]:
+    """Each row under each allocator asked for, rows that named their own allocator left as they are."""
+    if not allocators:
+        return rows
+    out: list[RowSpec] = []
+    for row in rows:
+        for allocator in allocators if row.allocator == DEFAULT_ALLOCATOR else [row.allocator]:
+            if row.with_allocator(allocator) not in out:
+                out.append(row.with_allocator(allocator))
+    return out
 
 
 def select_rows(names: list[str], seq_len: int = DEFAULT_SEQ_LEN) -> list[RowSpec]:

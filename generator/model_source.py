@@ -14,7 +14,7 @@ from generator.escaping import one_line_error
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 # name -> file in generator/models/ (where each came from: generator/models/README.md)
-SHIPPED_MODELS = {DEFAULT_MODEL: "smollm2-135m-instruct.json", "gpt2": "gpt2.json",
+SHIPPED_MODELS = {DEFAULT_MODEL: "smollm2-135m-instruct.json", "gpt2": "gpt2.json", "Qwen2-0.5B": "qwen2-0.5b.json",
                   "Llama-3.2-1B": "llama-3.2-1b.json", "Llama-2-7b": "llama-2-7b.json"}
 _BUILTIN_CONFIGS = {name.lower(): (name, file_name) for name, file_name in SHIPPED_MODELS.items()}
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -177,15 +177,24 @@ def import_model_code(source: ModelSource) -> type:
     return getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[source.model_type])
 
 
+def dtype_argument() -> str:
+    """What from_config and from_pretrained call the dtype: `dtype` from transformers 4.56 on, `torch_dtype`
+    before (older releases pass an unknown `dtype` on to the config and build in fp32)."""
+    import transformers
+
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
 def build_model(source: ModelSource, dtype):  # -> transformers.PreTrainedModel; imports kept local
     """Build or load the model in the worker, directly in the row's dtype."""
     from transformers import AutoModelForCausalLM
 
     if source.kind == PRETRAINED:
-        return AutoModelForCausalLM.from_pretrained(source.location, dtype=dtype)
+        return AutoModelForCausalLM.from_pretrained(source.location, **{dtype_argument(): dtype})
     config = load_config(source)
     with _no_init_weights():
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, **{dtype_argument(): dtype})
     model.tie_weights()  # skipping the init also skips tying; an untied lm_head would add a whole matrix
     fill_random_weights(model, getattr(config, "initializer_range", 0.02))
     return model

@@ -5,7 +5,8 @@
 
 ``prepare`` turns a built model into the row's model, optimizer and batch; ``run_steps`` runs the row's two
 steps, calling ``on_phase(name)`` as each phase begins: forward, backward and optimizer for step 1, then
-step2 (inference rows: forward, then step2)."""
+step2 (inference rows: forward, then step2; generation rows: forward (the prompt, filling the KV cache) and
+decode (one new token at a time, reading and growing the cache), then step2, a second generation)."""
 
 import warnings
 from collections.abc import Callable
@@ -92,10 +93,18 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
     return Prepared(model=model, optimizer=optimizer, batch=batch, lora_targets=targets)
 
 
-def train_step(prepared: Prepared, step: int, on_phase: PhaseCallback) -> None:
+def _autocast(prepared: Prepared, enabled: bool) -> Any:
+    """bf16 autocast for mixed-precision rows (fp32 weights and AdamW state, bf16 compute), else nothing."""
+    import torch
+
+    return torch.autocast(prepared.batch.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+def train_step(prepared: Prepared, step: int, on_phase: PhaseCallback, amp: bool = False) -> None:
     """One full optimizer step. Step 1 is split into phases; later steps are one phase each."""
     on_phase("forward" if step == 1 else f"step{step}")
-    loss = prepared.model(input_ids=prepared.batch, labels=prepared.batch).loss
+    with _autocast(prepared, amp):
+        loss = prepared.model(input_ids=prepared.batch, labels=prepared.batch).loss
     if step == 1:
         on_phase("backward")
     loss.backward()
@@ -114,11 +123,41 @@ def inference_pass(prepared: Prepared, step: int, on_phase: PhaseCallback) -> No
         prepared.model(input_ids=prepared.batch)
 
 
+def generate_pass(prepared: Prepared, step: int, on_phase: PhaseCallback, new_tokens: int) -> None:
+    """Greedy generation with the KV cache, written out rather than through generate(), so that the same
+    code runs on fake tensors: the prompt in one forward pass, then one token at a time."""
+    import torch
+
+    name = cache_argument(prepared.model)
+    on_phase("forward" if step == 1 else f"step{step}")
+    with torch.no_grad():
+        output = prepared.model(input_ids=prepared.batch, use_cache=True)
+        if step == 1:
+            on_phase("decode")
+        cache, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
+        del output  # the prompt's logits: a real loop keeps only the last position
+        for _ in range(new_tokens - 1):
+            output = prepared.model(input_ids=token, use_cache=True, **{name: cache})
+            cache, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
+            del output
+
+
+def cache_argument(model: Any) -> str:
+    """What the installed transformers calls the KV cache: `cache` from 5.2x on, `past_key_values` before."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def run_steps(row: RowSpec, prepared: Prepared, on_phase: PhaseCallback,
               on_step_done: Callable[[], None] | None = None) -> None:
     """The row's steps, in order."""
-    step_function = train_step if row.mode == "train" else inference_pass
     for step in range(1, row.steps + 1):
-        step_function(prepared, step, on_phase)
+        if row.mode == "train":
+            train_step(prepared, step, on_phase, row.amp)
+        elif row.mode == "generate":
+            generate_pass(prepared, step, on_phase, row.new_tokens)
+        else:
+            inference_pass(prepared, step, on_phase)
         if on_step_done is not None:
             on_step_done()

@@ -15,7 +15,8 @@ from generator.matrix import RowError, parse_row
 from generator.units import MIB
 
 ARCHITECTURES = TESTS / "architectures"
-ROW_KINDS = ("infer-b2-s32", "train-b2-s32", "train-b2-s32-ckpt", "train-b2-s32-bf16", "train-b2-s32-lora8")
+ROW_KINDS = ("infer-b2-s32", "train-b2-s32", "train-b2-s32-ckpt", "train-b2-s32-bf16", "train-b2-s32-lora8",
+             "train-b2-s32-amp", "train-b2-s32-bf16-lora8", "gen-b2-s32-n4-bf16")
 
 
 def _one_line_refusal(result) -> str:
@@ -126,7 +127,9 @@ def test_one_row_that_cannot_be_simulated_never_hides_the_others() -> None:
                                  *args).stdout)
     assert [bool(row["error"]) for row in as_json] == [False, True] and as_json[0]["tensor_peak_bytes"] > 0
     fit = run_cli("fit", "--budget", "1GiB", "--seq", "32", *args)
-    assert fit.returncode == 1 and "LoRA: not simulated:" in fit.stdout and "full training: batch" in fit.stdout
+    assert fit.returncode == 1
+    assert "full training (fp32 weights, gradients and AdamW state, two steps): batch" in fit.stdout
+    assert "LoRA (rank-8 adapters on an fp32 base, AdamW on the adapters): not simulated:" in fit.stdout
 
 
 def test_phi3_gets_lora_targets_and_they_can_be_named() -> None:

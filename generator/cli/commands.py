@@ -8,7 +8,7 @@ from importlib.util import find_spec
 
 from generator.cli.parser import UsageError
 from generator.escaping import plain_terminal_text
-from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows
+from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows, under_allocators
 
 EXIT_FAILED_ROWS = 1
 EXIT_INTERRUPTED = 130
@@ -18,6 +18,7 @@ EXTRAS = {  # what each command imports beyond the core, and the extra that inst
     "predict": ("measure", ("torch", "transformers", "peft")),
     "fit": ("measure", ("torch", "transformers", "peft")),
     "refresh": ("measure", ("torch", "transformers", "peft")),
+    "history": ("measure", ("torch", "transformers")),
     "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
     "cluster": ("cluster", ("submitit",)),
 }
@@ -61,7 +62,7 @@ def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSour
     from generator.model_source import check_lengths, resolve_model
 
     source = resolve_model(args.model)
-    check_lengths(source, [row.seq_len for row in rows if row.mode != "baseline"])
+    check_lengths(source, [row.positions for row in rows if row.mode != "baseline"])
     return replace(source, lora_targets=args.lora_targets) if args.lora_targets else source
 
 
@@ -74,11 +75,23 @@ def _require_cuda(device: str) -> None:
         raise UsageError("--device cuda: no CUDA device is available to this torch build")
 
 
+def _under_allocators(rows: tuple[RowSpec, ...], allocators: list[str] | None) -> tuple[RowSpec, ...]:
+    """The rows under each allocator asked for; one clear line for an allocator this machine lacks."""
+    from generator.measure.allocator import AllocatorError, check_available
+
+    rows = tuple(under_allocators(list(rows), allocators or []))
+    try:
+        check_available(sorted({row.allocator for row in rows}))
+    except AllocatorError as error:
+        raise UsageError(str(error)) from None
+    return rows
+
+
 def run_measure(args: argparse.Namespace) -> int:
     """`measure`: resolve inputs, run the matrix, print a summary; non-zero if any row failed."""
     from generator.measure.matrix_run import DEFAULT_REPEATS, MeasureRequest, measure_rows
 
-    rows = parse_rows(args.rows, args.seq, args.memory_limit)
+    rows = _under_allocators(parse_rows(args.rows, args.seq, args.memory_limit), args.allocator)
     _require_cuda(args.device)
     request = MeasureRequest(rows=rows, model=_model(args, rows), output=args.output,
                              device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
@@ -120,7 +133,7 @@ def run_probe(args: argparse.Namespace) -> int:
     from generator.measure.matrix_run import MeasureRequest, measure_rows
     from generator.measure.probe import describe_outcome, plan_probe
 
-    (row,) = parse_rows([args.row], args.seq, None)
+    (row,) = _under_allocators(parse_rows([args.row], args.seq, None), [args.allocator])
     _require_cuda(args.device)
     model = _model(args, (row,))
     plan = plan_probe(row, args.output, args.device, args.memory_limit, model.name)
@@ -143,6 +156,36 @@ def run_refresh(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_history(args: argparse.Namespace) -> int:
+    """`history`: the rows' tensor peaks under the transformers release installed, into the history file; or,
+    with --not-installable, a release that could not be installed, with the reason."""
+    from generator.store.history import ReleaseEntry, history_path, save_release
+
+    rows = tuple(row for row in parse_rows(args.rows, args.seq, None) if row.mode != "baseline")
+    if args.not_installable:
+        version, _, reason = args.not_installable.partition(":")
+        name = _model_name(args)
+        entry = ReleaseEntry(transformers=version, torch="", peft="", seconds=0.0, rows=(),
+                             error=f"could not be installed: {reason.strip() or 'pip failed'}")
+    else:
+        from generator.predict.history import record_release
+
+        source = _model(args, rows)
+        name, entry = source.name, record_release(rows, source)
+    path = save_release(history_path(args.measurements, name), entry)
+    failed = [peak.row for peak in entry.rows if peak.error]
+    print(plain_terminal_text(f"transformers {entry.transformers}: {len(entry.rows) - len(failed)} row(s) simulated"
+                              f"{f', failed: {chr(32).join(failed)}' if failed else ''}{entry.error} "
+                              f"({entry.seconds:.0f} s) -> {path}"), file=sys.stderr)
+    return EXIT_FAILED_ROWS if failed or entry.error else 0
+
+
+def _model_name(args: argparse.Namespace) -> str:
+    from generator.model_source import resolve_model
+
+    return resolve_model(args.model).name
+
+
 def run_build(args: argparse.Namespace) -> int:
     """`build`: measurements folder -> site/."""
     from generator.report.site import build_site
@@ -152,12 +195,12 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _process_model(measurements):  # -> ProcessModel; the overhead fitted on this machine's rows
+def _process_model(measurements, allocator: str):  # -> ProcessModel; the overhead fitted on this machine's rows
     from generator.measure.environment import collect_environment
     from generator.store.catalog import Catalog
     from generator.store.overhead import overhead_model
 
-    return overhead_model(Catalog(measurements), collect_environment().id)
+    return overhead_model(Catalog(measurements), collect_environment().id, allocator)
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -166,7 +209,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     rows = parse_rows(args.rows, args.seq, None)
     source = _model(args, rows)
-    model = _process_model(args.measurements)
+    model = _process_model(args.measurements, args.allocator)
     predictions = predict_rows(rows, source, model)
     sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
     if args.record:
@@ -184,7 +227,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from generator.store.fit_table import save_fit
 
     environment = collect_environment()
-    model = _process_model(args.measurements)
+    model = _process_model(args.measurements, args.allocator)
     if args.record:
         path = save_fit(site_curves(environment), args.measurements / environment.id)
         print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
@@ -192,12 +235,19 @@ def run_fit(args: argparse.Namespace) -> int:
         return 0
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
+    if args.margin is not None and args.margin >= 1:
+        raise UsageError(f"--margin {args.margin:.0%} keeps the whole budget free: give less than 100%")
     source = _model(args, parse_rows([f"infer-b1-s{args.seq}"], args.seq, None))
-    answers = fit(Predictor(source, model), args.seq, args.budget, args.margin)
+    if args.margin is None:  # after the model is checked, so that bad input is refused in one line
+        from generator.predict.fit import validated_margin
+
+        args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
+        print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
+    answers = fit(Predictor(source, model, target=args.target), args.seq, args.budget, args.margin)
     render = render_json if args.format == "json" else render_text
-    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model))
+    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target))
     if args.confirm:
-        sys.stdout.write(confirm(answers, source, args.measurements))
+        sys.stdout.write(confirm(answers, source, args.measurements, args.budget))
     return EXIT_FAILED_ROWS if any(answer.error for answer in answers) else 0
 
 
@@ -227,4 +277,4 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,
-            "predict": run_predict, "fit": run_fit}
+            "predict": run_predict, "fit": run_fit, "history": run_history}

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from generator.diff.compare import parse_threshold
-from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, DEFAULT_TIMEOUT_SECONDS
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, DEFAULT_ROWS, DEFAULT_SEQ_LEN, DEFAULT_TIMEOUT_SECONDS
 from generator.model_source import DEFAULT_MODEL, SHIPPED_MODELS
 from generator.units import parse_size
 
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memory-budget", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     shared = _parents()
-    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff):
+    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history):
         add(commands, shared)
     return parser
 
@@ -117,6 +117,9 @@ def _measure(commands: argparse._SubParsersAction, shared: dict) -> None:
                          help="repeat rounds, each from a fresh worker server; a row's figure is the median "
                          "(default: 3, and 1 for a row whose first repeat took over 5 minutes)")
     measure.add_argument("--force", action="store_true", help="measure rows already on disk again")
+    measure.add_argument("--allocator", nargs="+", choices=ALLOCATORS, metavar="NAME",
+                         help=f"measure each row under each of these allocators ({', '.join(ALLOCATORS)}; default: "
+                         f"{DEFAULT_ALLOCATOR}, what a user's process gets); a row id may also end in one")
     measure.add_argument("--memory-limit", type=size, metavar="SIZE",
                          help="cap each worker, e.g. 3GiB (cgroup v2 where possible, else RLIMIT_DATA)")
     _cluster_options(measure)
@@ -139,10 +142,16 @@ def _cluster_options(measure: argparse.ArgumentParser) -> None:
     cluster.add_argument("--slurm-account", dest="account", help="the account a cluster bills")
 
 
+def _allocator(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--allocator", choices=ALLOCATORS, default=DEFAULT_ALLOCATOR, metavar="NAME",
+                        help=f"{what}: {', '.join(ALLOCATORS)} (default: %(default)s)")
+
+
 def _probe(commands: argparse._SubParsersAction, shared: dict) -> None:
     probe = commands.add_parser("probe", help="run one row under a memory cap and show the phase where it dies",
                                 parents=[shared[name] for name in ("model", "seq", "lora", "device", "timeout")])
     probe.add_argument("--row", default="train-b8", help="the row to probe (default: %(default)s)")
+    _allocator(probe, "the allocator the row runs under")
     probe.add_argument("--memory-limit", type=size, metavar="SIZE",
                        help="the cap (default: midway between the row's measured step-1 and step-2 peaks)")
     probe.add_argument("--output", type=Path, default=Path("measurements"),
@@ -169,6 +178,7 @@ def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
                                   parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
     predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
     predict.add_argument("--format", choices=("text", "json"), default="text")
+    _allocator(predict, "the allocator whose measured overhead the process peak adds")
     predict.add_argument("--record", action="store_true",
                          help="write each prediction into this environment's measured file of its row")
 
@@ -177,8 +187,14 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation",
                               parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
     fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
-    fit.add_argument("--margin", type=percentage, default=0.10, metavar="PERCENT",
-                     help="kept free for what the simulation does not see (default: 10%%)")
+    _allocator(fit, "the allocator whose measured overhead the answers add")
+    fit.add_argument("--target", choices=("cpu", "gpu", "gpu-expandable"), default="cpu",
+                     help="where the budget is: cpu (this machine's measured process overhead, the default), gpu "
+                     "(the CUDA caching allocator, simulated, plus a context allowance), gpu-expandable (the same "
+                     "with expandable segments)")
+    fit.add_argument("--margin", type=percentage, metavar="PERCENT",
+                     help="kept free for what the simulation does not see (default: on a CPU the band this "
+                     "machine's out-of-sample errors support under --allocator, else 10%%)")
     fit.add_argument("--format", choices=("text", "json"), default="text")
     fit.add_argument("--confirm", action="store_true",
                      help="measure two real steps at each answer and at the next batch, where they fit this machine")
@@ -197,3 +213,14 @@ def _diff(commands: argparse._SubParsersAction, shared: dict) -> None:
                       help="call a change real beyond this, e.g. 2%% (default: each row's noise, at least the floor)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text",
                       help="text (an aligned table), md (for a pull request) or json (default: %(default)s)")
+
+
+def _history(commands: argparse._SubParsersAction, shared: dict) -> None:
+    history = commands.add_parser(
+        "history", help="simulate the rows under the transformers release installed here, into "
+        "<measurements>/_history/<model>.toml (`nox -s history` runs it under each release)",
+        parents=[shared[name] for name in ("model", "seq", "measurements")])
+    history.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
+    history.add_argument("--not-installable", metavar="VERSION:REASON",
+                         help="record that a release could not be installed, instead of simulating")
+    history.set_defaults(lora_targets=None)

@@ -69,7 +69,7 @@ class JobOutcome:
 def run_job(job: Job, memory_limit_bytes: int, state_folder: str) -> JobOutcome:
     """One array element, on its node: a fresh worker server, one forked repeat of one row."""
     environment = collect_environment(job.device)
-    with WorkerServer(job.model) as server:
+    with WorkerServer(job.model, job.row.allocator) as server:
         repeat, method = run_repeat(job, server, memory_limit_bytes, state_folder=Path(state_folder))
     return JobOutcome(environment, repeat, method)
 

@@ -1,6 +1,7 @@
 """Collect the facts of this machine and its libraries that a result depends on (the record and its id
 live in generator/store/environment.py)."""
 
+import hashlib
 import os
 import platform
 from importlib import metadata
@@ -56,6 +57,30 @@ def cuda_device_name() -> str:
     return torch.cuda.get_device_name(0)
 
 
+def packages_hash() -> str:
+    """A hash of every installed distribution and its version: two environments with the same torch,
+    transformers and peft can still differ in what else is installed, and that moved a row by 7 % once."""
+    names = sorted(f"{d.metadata['Name']}=={d.version}".lower() for d in metadata.distributions())
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def system_facts() -> dict[str, str]:
+    """The C library, the transparent-huge-pages mode and the installed packages: what else moves a peak."""
+    libc, version = platform.libc_ver()
+    thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    return {"libc": f"{libc} {version}".strip() or "unknown",
+            "thp": next((word.strip("[]") for word in thp.split() if word.startswith("[")), thp),
+            "packages_hash": packages_hash()}
+
+
 def collect_environment(device: str = "cpu") -> Environment:
     """Gather the metadata of this machine for one device."""
     fields: dict[str, Any] = {
@@ -71,5 +96,6 @@ def collect_environment(device: str = "cpu") -> Environment:
         "total_memory_bytes": total_memory_bytes(),
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
+        **system_facts(),
     }
     return Environment(id=environment_id(fields), **fields)

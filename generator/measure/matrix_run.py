@@ -138,10 +138,12 @@ def run_rounds(request: MeasureRequest, runs: list[RowRun], display: MatrixDispl
                 display.skip(run.estimate * left, left)
         if not active:
             return
-        with WorkerServer(request.model) as server:
-            report.server_seconds.append(server.start_seconds)
-            for run in active:
-                measure_once(request, run, server, display, environment, folder)
+        for allocator in dict.fromkeys(run.row.allocator for run in active):  # a server per allocator
+            with WorkerServer(request.model, allocator) as server:
+                report.server_seconds.append(server.start_seconds)
+                for run in active:
+                    if run.row.allocator == allocator:
+                        measure_once(request, run, server, display, environment, folder)
 
 
 def _plan(request: MeasureRequest, todo: list[RowSpec], environment: Environment, display: MatrixDisplay,

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from generator.escaping import last_line
-from generator.matrix import DEFAULT_TIMEOUT_SECONDS, RowSpec
+from generator.matrix import DEFAULT_ALLOCATOR, DEFAULT_TIMEOUT_SECONDS, RowSpec
+from generator.measure.allocator import allocator_environment
 from generator.measure.limits import MemoryLimit, memory_limit
 from generator.model_source import ModelSource
 from generator.store.records import Repeat
@@ -72,12 +73,14 @@ class WorkerServer:
     """One repeat round's server. Starting it costs the imports once (recorded as `server_start_seconds`);
     each row then starts in a fraction of a second. Use it as a context manager, or call stop()."""
 
-    def __init__(self, model: ModelSource) -> None:
+    def __init__(self, model: ModelSource, allocator: str = DEFAULT_ALLOCATOR) -> None:
         self.log = tempfile.TemporaryFile(prefix="memory-budget-server-")  # noqa: SIM115  (closed by stop())
         started = time.perf_counter()
+        self.allocator = allocator
         self.process = subprocess.Popen(
             [sys.executable, "-m", "generator.measure.server", *preload_modules(model)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, start_new_session=True,
+            env=allocator_environment(allocator))
         self._buffer = b""
         try:
             self.message(timeout=None)  # {"ready": ...} once the imports are done

@@ -28,6 +28,9 @@ from generator.store.records import declared
 # MEMORY_BUDGET_FAULT_READY names, if set, so a test knows without guessing that it is hanging.
 FAULT_VARIABLE = "MEMORY_BUDGET_FAULT"
 FAULT_READY_VARIABLE = "MEMORY_BUDGET_FAULT_READY"
+# Test hook: MEMORY_BUDGET_EXTRA="0.02" makes the worker hold, from the start of step 2 to its end, an extra
+# allocation of that share of the net peak its step 1 reached: a known change, to test what `diff` can see.
+EXTRA_VARIABLE = "MEMORY_BUDGET_EXTRA"
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:
@@ -46,6 +49,8 @@ class Worker:
         self.meter = PeakMeter()
         self.phase = "imports"
         self.fault = os.environ.get(FAULT_VARIABLE, "")
+        self.extra = float(os.environ.get(EXTRA_VARIABLE, "0") or 0)
+        self.held: bytearray | None = None
         self.figures: dict = {**{spec.name: {} for spec in declared() if spec.default_factory is dict},
                               "step_seconds": [], "peak_method": self.meter.method}
 
@@ -58,6 +63,13 @@ class Worker:
             "phase": phase, "since": time.time(), "baseline_bytes": self.figures.get("baseline_bytes", 0),
             "phase_peak_bytes": self.figures["phase_peak_bytes"]})
         self._maybe_fault(phase)
+        if phase == "step2" and self.extra > 0:
+            self._hold_extra()
+
+    def _hold_extra(self) -> None:
+        """The sensitivity hook: a share of step 1's net peak, written so that every page is resident."""
+        step1 = max(self.figures["phase_peak_bytes"].values(), default=0) - self.figures.get("baseline_bytes", 0)
+        self.held = bytearray(b"\x01") * max(round(step1 * self.extra), 0)
 
     def _close_phase(self) -> None:
         if self.phase == "imports":
@@ -99,10 +111,12 @@ def run(worker: Worker) -> None:
     import torch
 
     from generator.matrix import RowSpec
+    from generator.measure.allocator import check_in_effect
     from generator.model_source import ModelSource, build_model, import_model_code
     from generator.steps import prepare, run_steps
 
     row = RowSpec(**worker.job["row"])
+    worker.figures["allocator_settings"] = check_in_effect(row.allocator)
     source = ModelSource(**worker.job["model"])
     import_model_code(source)
     worker.figures["startup_seconds"] = time.time() - worker.job["spawned_at"]

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import tomli_w
 
-from generator.matrix import DTYPES, MODES, RowError, RowSpec, check_row
+from generator.matrix import ALLOCATORS, DTYPES, MODES, RowError, RowSpec, check_row
 from generator.store.environment import Environment
 from generator.store.files import parse_toml, read_text, write_atomic
 from generator.store.records import (
@@ -153,6 +153,8 @@ def _check_row(row: RowSpec, path: Path) -> RowSpec:
         raise ResultsError(f"{path}: [row] mode {row.mode!r} is not one of {', '.join(MODES.values())}")
     if row.dtype not in DTYPES.values():
         raise ResultsError(f"{path}: [row] dtype {row.dtype!r} is not one of {', '.join(DTYPES.values())}")
+    if row.allocator not in ALLOCATORS:
+        raise ResultsError(f"{path}: [row] allocator {row.allocator!r} is not one of {', '.join(ALLOCATORS)}")
     if row.mode != "baseline":
         try:
             check_row(row)

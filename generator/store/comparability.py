@@ -1,7 +1,7 @@
 """Whether two results of a row may be compared, as an explicit list of checked keys in the spirit of
 pyperf's checked metadata; environments may differ, and ENVIRONMENT_KEYS lists what is reported when they do."""
 
-from generator.store.environment import HARDWARE_KEYS, Environment
+from generator.store.environment import HARDWARE_KEYS, UNKNOWN, Environment
 from generator.store.records import RowResult
 
 # What must agree for two results of one row to be compared: the row's definition, the model's architecture,
@@ -10,7 +10,7 @@ CHECKED_KEYS = ("row", "model.config_sha256", "schema_version", "method_version"
 # The libraries a diff is about, and everything else about a set-up that it reports when it differs.
 LIBRARY_KEYS = ("torch", "transformers", "peft")
 ENVIRONMENT_KEYS = ("python", "device", "device_name", "cpu", "cpu_features", "cpu_count", "total_memory_bytes",
-                    "os", "machine")
+                    "os", "machine", "libc", "thp", "packages_hash")
 
 
 def checked_value(result: RowResult, key: str) -> object:
@@ -37,6 +37,8 @@ def same_machine(first: Environment, second: Environment) -> bool:
 
 
 def environment_differences(before: Environment, after: Environment) -> list[tuple[str, str, str]]:
-    """(key, before, after) for every non-library key of two set-ups that differs."""
+    """(key, before, after) for every non-library key of two set-ups that differs, where both sides recorded
+    it (files from before a key existed read as unknown, which says nothing about a difference)."""
     return [(key, str(getattr(before, key)), str(getattr(after, key))) for key in ENVIRONMENT_KEYS
-            if getattr(before, key) != getattr(after, key)]
+            if getattr(before, key) != getattr(after, key) and UNKNOWN not in (getattr(before, key),
+                                                                                getattr(after, key))]

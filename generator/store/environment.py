@@ -31,6 +31,9 @@ class Environment:
     total_memory_bytes: int = 0
     os: str = UNKNOWN
     machine: str = UNKNOWN
+    libc: str = UNKNOWN  # 'glibc 2.36': its allocator is what the process peaks measure
+    thp: str = UNKNOWN  # transparent huge pages: always, madvise or never
+    packages_hash: str = UNKNOWN  # every installed distribution and version, hashed
 
     def as_dict(self) -> dict:
         """Plain fields, for the TOML writer."""

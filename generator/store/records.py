@@ -25,7 +25,7 @@ SCHEMA_VERSION = 2
 #      RssFile recorded at the end of each phase.
 METHOD_VERSION = 2
 STATUSES = ("ok", "oom", "killed", "timeout", "error")
-STEP1_PHASES = ("forward", "backward", "optimizer")
+STEP1_PHASES = ("forward", "backward", "optimizer", "decode")
 MEDIAN, MAX, FIRST = "median", "max", "first"
 
 
@@ -58,6 +58,7 @@ class Figures:
     cuda_max_allocated_bytes: int = recorded("bytes", MEDIAN)  # --device cuda: torch.cuda.max_memory_allocated
     cuda_max_reserved_bytes: int = recorded("bytes", MEDIAN)  # --device cuda: torch.cuda.max_memory_reserved
     lora_targets: str = recorded("text", FIRST, "")  # the modules LoRA adapted, space-separated
+    allocator_settings: str = recorded("text", FIRST, "")  # the LD_PRELOAD or glibc tunables the worker ran with
 
 
 def declared() -> tuple[Any, ...]:
@@ -157,6 +158,10 @@ class Prediction:
     seconds: float = 0.0
     lora_targets: str = ""
     phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
+    # The same allocations replayed through the CUDA caching allocator's rules (generator/predict/
+    # cuda_allocator.py): the bytes it would reserve, with fixed and with expandable segments. Simulated.
+    cuda_reserved_bytes: int = 0
+    cuda_expandable_bytes: int = 0
 
 
 @dataclass(frozen=True)

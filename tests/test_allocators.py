@@ -1,0 +1,83 @@
+"""The allocator as a recorded coordinate of a row: the environment each allocator's worker server starts with,
+refusals, the record in the result file, and the tuned setting's process peak against the simulated tensors."""
+
+from pathlib import Path
+
+import pytest
+from conftest import TINY_MODEL, run_cli
+
+from generator.matrix import RowError, parse_row, under_allocators
+from generator.measure import allocator as allocators
+from generator.store.catalog import load_folder
+from generator.units import MIB
+
+
+def test_each_allocator_gets_its_own_environment_and_nothing_of_the_others() -> None:
+    base = {"PATH": "/bin", "LD_PRELOAD": "/x.so", "MALLOC_MMAP_THRESHOLD_": "1", "MALLOC_TRIM_THRESHOLD_": "2"}
+    assert allocators.allocator_environment("glibc", base) == {"PATH": "/bin"}
+    assert allocators.allocator_environment("glibc-tuned", base) == {
+        "PATH": "/bin", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+    for name in ("jemalloc", "tcmalloc"):
+        path = allocators.library_path(name)
+        if path is not None:  # .ci/run installs both; a bare machine may lack them
+            assert allocators.allocator_environment(name, base) == {"PATH": "/bin", "LD_PRELOAD": str(path)}
+    with pytest.raises(allocators.AllocatorError, match="unknown allocator"):
+        allocators.allocator_environment("mimalloc", base)
+
+
+def test_a_missing_library_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from generator.cli import main
+
+    monkeypatch.setattr(allocators, "LIBRARY_FOLDERS", ("/nowhere",))
+    with pytest.raises(allocators.AllocatorError, match="apt install libjemalloc2"):
+        allocators.allocator_environment("jemalloc", {})
+    assert main(["measure", "--model", str(TINY_MODEL), "--rows", "infer-b1-s32", "--allocator", "tcmalloc",
+                 "--output", "/nonexistent/never-written"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apt install libtcmalloc-minimal4" in err
+
+
+def test_a_worker_refuses_settings_that_are_not_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("LD_PRELOAD", *allocators.TUNED):
+        monkeypatch.delenv(key, raising=False)
+    assert allocators.check_in_effect("glibc") == ""
+    with pytest.raises(allocators.AllocatorError, match="not those of glibc-tuned"):
+        allocators.check_in_effect("glibc-tuned")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    assert allocators.check_in_effect("glibc-tuned") == "MALLOC_MMAP_THRESHOLD_=131072"
+    with pytest.raises(allocators.AllocatorError, match="not those of glibc"):
+        allocators.check_in_effect("glibc")
+
+
+def test_the_allocator_is_spelled_last_in_a_row_id() -> None:
+    assert parse_row("train-b8-glibc-tuned").id == "train-b8-s256-glibc-tuned"
+    assert parse_row("train-b8-glibc").id == "train-b8-s256"
+    assert parse_row("baseline-jemalloc").allocator == "jemalloc"
+    with pytest.raises(RowError, match="the allocator goes last"):
+        parse_row("train-b8-tcmalloc-ckpt")
+    rows = under_allocators([parse_row("infer-b1"), parse_row("train-b1-jemalloc")], ["glibc", "glibc-tuned"])
+    assert [row.id for row in rows] == ["infer-b1-s256", "infer-b1-s256-glibc-tuned", "train-b1-s256-jemalloc"]
+
+
+def test_the_tuned_process_holds_its_tensors_and_little_else(tmp_path: Path) -> None:
+    """Under glibc-tuned every tensor over 128 KiB is its own mapping, returned when freed, so a process's net
+    peak is its simulated tensor peak plus a runtime of a few tens of MiB. Stated tolerance: within 5 % of the
+    tensor peak plus 24 MiB."""
+    rows = ("train-b16-s512", "infer-b16-s512")
+    measured = run_cli("measure", "--model", str(TINY_MODEL), "--rows", *rows, "--allocator", "glibc",
+                       "glibc-tuned", "--repeats", "1", "--output", str(tmp_path))
+    assert measured.returncode == 0, measured.stderr
+    predicted = run_cli("predict", "--model", str(TINY_MODEL), "--rows", *rows, "--measurements", str(tmp_path),
+                        "--format", "json")
+    import json
+
+    tensor = {item["row"]: item["tensor_peak_bytes"] for item in json.loads(predicted.stdout)}
+    (folder,) = [path for path in tmp_path.glob("*/*") if path.is_dir()]
+    results = {r.row.id: r for r in load_folder(folder)}
+    for row in rows:
+        tuned = results[f"{row}-glibc-tuned"]
+        assert tuned.repeats[0].allocator_settings == "MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072"
+        assert abs(tuned.summary.net_peak_bytes - tensor[row]) <= 0.05 * tensor[row] + 24 * MIB, row
+    # default glibc keeps freed activations: more than the tuned process of the same row
+    tuned_train = results["train-b16-s512-glibc-tuned"].summary.net_peak_bytes
+    assert results["train-b16-s512"].summary.net_peak_bytes > tuned_train
