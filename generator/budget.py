@@ -25,6 +25,20 @@ def weight_bytes(parameters: int, dtype: str) -> int:
     return parameters * BYTES_PER_WEIGHT[dtype]
 
 
+# A stated allowance for what the CUDA context, the loaded kernels and the cuBLAS workspace take on a device
+# before and beside the caching allocator's segments: a few hundred MiB on current cards. Not measured here.
+CUDA_CONTEXT_BYTES = 512 * 2**20
+# The CUDA caching allocator's documented constants (generator/predict/cuda_allocator.py replays them).
+CUDA_MIN_BLOCK = 512  # every request is rounded up to a multiple of this
+CUDA_SMALL_SEGMENT = 2 * 2**20  # the small pool's segments (requests up to 1 MiB)
+CUDA_LARGE_SEGMENT = 20 * 2**20  # the large pool's segment for requests under 10 MiB
+
+
+def cuda_rules() -> str:
+    """The caching allocator's rules, in words, with their constants."""
+    return (f"{CUDA_MIN_BLOCK}-byte rounding, small and large pools, {CUDA_SMALL_SEGMENT // 2**20} and "
+            f"{CUDA_LARGE_SEGMENT // 2**20} MiB segments, no merging across segments")
+
 @dataclass(frozen=True)
 class FixedCosts:
     """What a row holds whatever its batch: weights, and for training the gradients and AdamW state of the

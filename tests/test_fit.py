@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL, run_cli
 
-from generator.budget import ProcessModel
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict.fit import Predictor, fit
@@ -22,7 +22,8 @@ def test_the_answer_fits_and_the_next_batch_does_not() -> None:
     source = resolve_model(str(TINY_MODEL))
     answers = fit(Predictor(source, OVERHEAD), seq_len=64, budget=120 * MIB, margin=0.1)
     usable = round(120 * MIB * 0.9)
-    assert [answer.kind for answer in answers] == ["inference", "full training", "gradient checkpointing",
+    assert [answer.kind for answer in answers] == ["generation", "mixed-precision training", "LoRA on a bf16 base",
+                                                   "inference", "full training", "gradient checkpointing",
                                                    "16-bit training", "LoRA"]
     for answer in answers:
         assert answer.batch >= 1, answer
@@ -41,24 +42,32 @@ def test_the_command_line(tmp_path: Path) -> None:
     result = run_cli("fit", "--budget", "150MiB", "--model", str(TINY_MODEL), "--seq", "64",
                      "--measurements", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "tiny-llama in 150 MiB, 10% kept free" in result.stdout and "full training: batch" in result.stdout
+    assert "tiny-llama (139,584 parameters) in 150 MiB, 10% kept free" in result.stdout
+    assert "full training (fp32 weights, gradients and AdamW state, two steps): batch" in result.stdout
+    assert result.stderr == "margin 10%: the stated margin; no out-of-sample band under glibc on this machine yet\n"
     refused = run_cli("fit", "--model", str(TINY_MODEL))
     assert refused.returncode == 2 and "fit needs --budget" in refused.stderr
 
 
 def test_the_site_table_round_trips_and_refuses_what_it_does_not_know(tmp_path: Path) -> None:
     curve = Curve(model="m", config_sha256="abc", parameters=10, kind="inference", row="infer-b{b}-s64",
-                  batches=(1, 2, 4), tensor_bytes=(100, 150, 250))
+                  batches=(1, 2, 4), tensor_bytes=(100, 150, 250), cuda_bytes=(512, 1024, 1536))
     table = FitTable(libraries="torch 1, transformers 2, peft 3", environment="cpu-x", seq_len=1024,
                      curves=(curve,), example=(Simulated(model="m", task="run it", row="infer-b1-s512-bf16",
                                                          tensor_peak_bytes=1),))
     path = save_fit(table, tmp_path)
     assert load_fit(tmp_path) == table
-    path.write_text(path.read_text().replace("schema_version = 2", "schema_version = 9"))
+    path.write_text(path.read_text().replace("schema_version = 3", "schema_version = 9"))
     with pytest.raises(ResultsError, match="schema version 9"):
         load_fit(tmp_path)
-    path.write_text(path.read_text().replace("schema_version = 9", "schema_version = 1"))
-    with pytest.raises(ResultsError, match="one process model baked in"):
+    for stale in (1, 2):
+        path.write_text(path.read_text().replace("schema_version = 9", f"schema_version = {stale}"))
+        with pytest.raises(ResultsError, match="older release"):
+            load_fit(tmp_path)
+        path.write_text(path.read_text().replace(f"schema_version = {stale}", "schema_version = 9"))
+    path.write_text(path.read_text().replace("schema_version = 9", "schema_version = 3").replace(
+        "cuda_bytes = [\n    512,\n", "cuda_bytes = [\n"))
+    with pytest.raises(ResultsError, match="GPU reserve"):
         load_fit(tmp_path)
 
 
@@ -66,15 +75,16 @@ def test_a_curve_is_exact_at_its_batches_and_on_the_chord_between() -> None:
     """A convex curve: steep (fixed costs) to batch 2, then 50 a batch. The chord between 2 and 4 passes 200
     at batch 3, on the curve here; past the last point the last segment goes on."""
     curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s64",
-                  batches=(1, 2, 4, 8), tensor_bytes=(100, 150, 250, 450))
+                  batches=(1, 2, 4, 8), tensor_bytes=(100, 150, 250, 450), cuda_bytes=(200, 300, 500, 900))
     assert [curve.at(b) for b in (1, 2, 3, 4, 6, 8, 10)] == [100, 150, 200, 250, 350, 450, 550]
+    assert [curve.cuda_at(b) for b in (1, 3, 10)] == [200, 400, 1100]
 
 
 def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from generator.report.fit_page import SITE_MARGIN, site_answers
+    from generator.report.fit_page import site_answers, site_budgets
 
     @given(st.integers(1, 2**33), st.lists(st.integers(0, 2**31), min_size=2, max_size=6),
            st.floats(0, 1), st.integers(0, 2**30))
@@ -86,12 +96,14 @@ def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
         for (b1, b2), slope in zip(pairwise(batches), slopes, strict=True):
             tensor.append(tensor[-1] + slope * (b2 - b1))
         curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s1024",
-                      batches=tuple(batches), tensor_bytes=tuple(tensor))
+                      batches=tuple(batches), tensor_bytes=tuple(tensor), cuda_bytes=tuple(t * 2 for t in tensor))
         process = ProcessModel(proportional, fixed, 3, "a test's")
         table = FitTable(libraries="", environment="", seq_len=1024, curves=(curve,), example=())
-        for answer in site_answers(table, process):
-            usable = round(answer.budget_bytes * (1 - SITE_MARGIN))
-            peak = process.expected(curve.at(max(answer.batch, 1)))
+        for budget, answer in site_answers(table, process, site_budgets(0.07)):
+            usable = round(answer.budget_bytes * (1 - budget.margin))
+            shown = max(answer.batch, 1)
+            peak = (curve.cuda_at(shown) + CUDA_CONTEXT_BYTES if budget.target == "gpu"
+                    else process.expected(curve.at(shown)))
             assert peak == answer.predicted_bytes
             assert (answer.batch == 0 and peak > usable) or (
                 peak <= usable and (answer.next_bytes == 0 or answer.next_bytes > usable))
@@ -118,6 +130,7 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
         class Peak:
             def __init__(self) -> None:
                 self.cache: dict[str, int] = {}
+                self.parameters = 0
 
             def peak(self, row_id: str) -> int:
                 batch = parse_row(row_id).batch_size
@@ -129,3 +142,53 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
         following = peak.peak(f"infer-b{answer.batch + 1}-s1024") if answer.batch < 1024 else None
         assert following is None or following > usable
     check()
+
+
+def test_every_answer_states_its_set_up_and_precision_and_the_real_parameter_count() -> None:
+    import json
+
+    from generator.budget import ProcessModel
+    from generator.predict.fit import KINDS, SETUPS, Predictor, fit
+    from generator.predict.fit_report import render_json, render_text
+    from generator.store.records import Prediction
+
+    def simulator(row, source):
+        adapters = 100 if row.lora_rank else 0
+        return Prediction(tensor_peak_bytes=1000 * row.batch_size, phase="", weights_bytes=0, gradients_bytes=0,
+                          optimizer_bytes=0, activations_bytes=0, parameters=12_345 + adapters,
+                          trainable_parameters=adapters or 12_345, method="", cuda_reserved_bytes=2000 * row.batch_size)
+
+    model = ProcessModel(0.0, 0.0, 3, "x")
+    answers = fit(Predictor(None, model, simulator), 256, 10_000)  # type: ignore[arg-type]
+    text = render_text(answers, "m", 10_000, 0.1, model)
+    assert "(12,345 parameters)" in text
+    for kind in KINDS:
+        assert f"  {kind} ({SETUPS[kind]}): batch 9 " in text
+    assert all(word in SETUPS[kind] for kind, word in (("inference", "fp32"), ("16-bit training", "bf16"),
+                                                        ("LoRA", "fp32 base")))
+    data = json.loads(render_json(answers, "m", 10_000, 0.1, model))
+    assert {item["parameters"] for item in data} == {12_345} and all(item["setup"] for item in data)
+    gpu = fit(Predictor(None, model, simulator, target="gpu"), 256, 2**31)  # type: ignore[arg-type]
+    from generator.budget import CUDA_CONTEXT_BYTES
+    assert gpu[0].predicted_bytes == 2000 * gpu[0].batch + CUDA_CONTEXT_BYTES
+    assert "not validated on a device" in render_text(gpu, "m", 2**31, 0.1, model, "gpu")
+
+
+def test_a_margin_of_the_whole_budget_is_refused(tmp_path: Path) -> None:
+    result = run_cli("fit", "--model", str(TINY_MODEL), "--budget", "1GiB", "--margin", "100%",
+                     "--measurements", str(tmp_path))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--margin 100%" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_confirm_gives_a_verdict_against_the_budget() -> None:
+    from generator.predict.fit_report import verdict
+    from generator.store.records import Summary
+    from generator.units import MIB
+
+    ok = Summary(status="ok", net_peak_bytes=900 * MIB)
+    assert verdict(ok, 1000 * MIB, True) == "measured 900 MiB: within the budget (100 MiB to spare)"
+    over = Summary(status="ok", net_peak_bytes=1100 * MIB)
+    assert verdict(over, 1000 * MIB, True) == "measured 1,100 MiB: over the budget by 100 MiB: the answer does not fit"
+    assert verdict(over, 1000 * MIB, False).endswith("over the budget by 100 MiB, as predicted")
+    assert verdict(Summary(status="oom", phase="step2"), 1000 * MIB, True) == "oom in step2: the answer did not run"

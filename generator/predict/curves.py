@@ -22,9 +22,10 @@ from generator.store.fit_table import Curve, FitTable, Simulated, libraries
 SITE_SEQ_LEN = 1024
 STOP_BYTES = 128 * 2**30  # past the largest budget the site answers (80 GiB) with any overhead
 EXAMPLE_MODEL = "Llama-2-7b"
-EXAMPLE_ROWS = (  # the worked example at 2 bytes per weight: batch 1 × 512, and a realistic 8 × 2048
-    ("run it", "infer-b1-s512-bf16"), ("run it", "infer-b8-s2048-bf16"),
+EXAMPLE_ROWS = (  # the worked example in the set-ups people run: batch 1 × 512, and a realistic 8 × 2048
+    ("run it", "gen-b1-s512-n32-bf16"), ("run it", "gen-b8-s2048-n32-bf16"),
     ("train all of it", "train-b1-s512-bf16"), ("train all of it", "train-b8-s2048-bf16"),
+    ("train all of it, mixed precision", "train-b1-s512-amp"),
     ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
 )
 
@@ -34,13 +35,13 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
     STOP_BYTES or the batch the tool's limits allow."""
     template = KINDS[kind].replace("{s}", str(seq_len))
     limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
-    points: list[tuple[int, int]] = []
+    points: list[tuple[int, int, int]] = []
     parameters, batch = 0, 1
     while batch <= limit:
         prediction, _ = try_simulate(parse_row(template.format(b=batch)), source)
         if prediction is None:
             return None
-        points.append((batch, prediction.tensor_peak_bytes))
+        points.append((batch, prediction.tensor_peak_bytes, prediction.cuda_reserved_bytes))
         parameters = prediction.parameters
         if prediction.tensor_peak_bytes > STOP_BYTES:
             break
@@ -48,15 +49,16 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
     if len(points) < 2:
         return None
     return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters, kind=kind,
-                 row=template, batches=tuple(b for b, _ in points), tensor_bytes=tuple(t for _, t in points))
+                 row=template, batches=tuple(b for b, _, _ in points), tensor_bytes=tuple(t for _, t, _ in points),
+                 cuda_bytes=tuple(c for _, _, c in points))
 
 
 def example_rows() -> tuple[Simulated, ...]:
     """The worked example's config, simulated at the example's rows."""
     source = resolve_model(EXAMPLE_MODEL)
-    return tuple(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id,
-                           tensor_peak_bytes=simulate(parse_row(row_id), source).tensor_peak_bytes)
-                 for task, row_id in EXAMPLE_ROWS)
+    found = [(task, row_id, simulate(parse_row(row_id), source)) for task, row_id in EXAMPLE_ROWS]
+    return tuple(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=p.tensor_peak_bytes,
+                           cuda_reserved_bytes=p.cuda_reserved_bytes) for task, row_id, p in found)
 
 
 def site_curves(environment: Environment, seq_len: int | None = None) -> FitTable:

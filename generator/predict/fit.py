@@ -6,37 +6,83 @@ within the usable budget and the next batch's is not. The usable budget is the b
 for what the simulation does not see (the allocator's fragmentation, a GPU's context and workspaces)."""
 
 from collections.abc import Callable
+from pathlib import Path
 
-from generator.budget import ProcessModel
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict.simulate import simulate
 from generator.store.fit_table import FitAnswer
+from generator.store.records import Prediction
 
 DEFAULT_MARGIN = 0.10
 KINDS = {  # what a person asks about -> the row that answers it, with {b} the batch and {s} the length
+    "generation": "gen-b{b}-s{s}-n32-bf16",
+    "mixed-precision training": "train-b{b}-s{s}-amp",
+    "LoRA on a bf16 base": "train-b{b}-s{s}-bf16-lora8",
     "inference": "infer-b{b}-s{s}",
     "full training": "train-b{b}-s{s}",
     "gradient checkpointing": "train-b{b}-s{s}-ckpt",
     "16-bit training": "train-b{b}-s{s}-bf16",
     "LoRA": "train-b{b}-s{s}-lora8",
 }
+# The set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU.
+PEOPLE_RUN = ("generation", "mixed-precision training", "LoRA on a bf16 base")
+# Each kind's set-up and precision, stated beside every answer: a batch means nothing without them.
+SETUPS = {
+    "generation": "bf16 weights, the prompt then 32 new tokens with the KV cache",
+    "mixed-precision training": "fp32 weights and AdamW state, bf16 autocast: 16 bytes a parameter before "
+                                "activations",
+    "LoRA on a bf16 base": "rank-8 adapters on a bf16 base, AdamW on the adapters",
+    "inference": "fp32 weights, one forward pass without a KV cache",
+    "full training": "fp32 weights, gradients and AdamW state, two steps",
+    "gradient checkpointing": "fp32, AdamW, activations recomputed in backward",
+    "16-bit training": "bf16 weights, gradients and AdamW state, no fp32 master copy",
+    "LoRA": "rank-8 adapters on an fp32 base, AdamW on the adapters",
+}
+
+TARGETS = {  # where a budget lives -> what is added to the simulated tensors
+    "cpu": "this machine's process overhead, fitted on its measured rows",
+    "gpu": "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance",
+    "gpu-expandable": "the caching allocator's reserve with expandable segments (simulated) plus the context",
+}
+
+
+def expected_peak(prediction: Prediction, model: ProcessModel, target: str) -> int:
+    """What a budget must hold for a row: on a CPU the process peak net of imports; on a GPU the allocator's
+    simulated reserve plus the stated context allowance (the CPU's overhead does not carry over)."""
+    if target == "gpu":
+        return prediction.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
+    if target == "gpu-expandable":
+        return prediction.cuda_expandable_bytes + CUDA_CONTEXT_BYTES
+    return model.expected(prediction.tensor_peak_bytes)
+
+
+def overhead_text(model: ProcessModel, target: str) -> str:
+    """What the answers add to the tensors, in words."""
+    if target == "cpu":
+        return model.describe()
+    return f"{TARGETS[target]} ({CUDA_CONTEXT_BYTES // 2**20} MiB); simulated, not validated on a device"
 
 
 class Predictor:
-    """Expected process peaks of one model's rows, each simulated once."""
+    """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
-                 simulator: Callable[[RowSpec, ModelSource], object] = simulate) -> None:
-        self.source, self.model, self.simulator = source, model, simulator
+                 simulator: Callable[[RowSpec, ModelSource], object] = simulate, target: str = "cpu") -> None:
+        self.source, self.model, self.simulator, self.target = source, model, simulator, target
         self.cache: dict[str, int] = {}
+        self.parameters = 0  # the base model's, as the first simulation counted them
 
     def peak(self, row_id: str) -> int:
-        """The expected process peak of a row, net of imports."""
+        """The expected peak of a row, net of imports."""
         if row_id not in self.cache:
-            prediction = self.simulator(parse_row(row_id), self.source)
-            self.cache[row_id] = self.model.expected(prediction.tensor_peak_bytes)  # type: ignore[attr-defined]
+            row = parse_row(row_id)
+            prediction = self.simulator(row, self.source)
+            self.cache[row_id] = expected_peak(prediction, self.model, self.target)  # type: ignore[arg-type]
+            adapters = prediction.trainable_parameters if row.lora_rank else 0  # type: ignore[attr-defined]
+            self.parameters = self.parameters or prediction.parameters - adapters  # type: ignore[attr-defined]
         return self.cache[row_id]
 
 
@@ -53,7 +99,7 @@ def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) ->
         following = peak(batch + 1) if batch < limit else 0
         return FitAnswer(kind=kind, row=template.format(b=shown, s=seq_len), batch=batch,
                          predicted_bytes=peak(shown), next_bytes=following, usable_bytes=usable,
-                         simulations=len(predictor.cache) - before)
+                         simulations=len(predictor.cache) - before, parameters=predictor.parameters)
 
     if peak(1) > usable:
         return answer(0)
@@ -104,3 +150,20 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT
     """Every kind's answer for one budget."""
     usable = round(budget * (1 - margin))
     return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
+
+
+def validated_margin(measurements: Path, allocator: str, target: str) -> tuple[float, str]:
+    """fit's default margin: on a CPU, the band the allocator's out-of-sample errors on this machine's rows
+    support; else (a GPU, or no band yet) the stated 10 %."""
+    from generator.measure.environment import collect_environment
+    from generator.store.accuracy import accuracy
+    from generator.store.catalog import Catalog
+
+    if target != "cpu":
+        return DEFAULT_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"
+    folder = measurements / collect_environment().id
+    found = accuracy(Catalog(measurements).every_result(folder), allocator) if folder.is_dir() else None
+    if found is None or found.margin is None:
+        return DEFAULT_MARGIN, f"the stated margin; no out-of-sample band under {allocator} on this machine yet"
+    return found.margin, (f"the band that {len(found.errors())} rows measured under {allocator}, each predicted "
+                          "by a model fitted without its own model, never exceeded")

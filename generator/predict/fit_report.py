@@ -10,37 +10,46 @@ from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
 from generator.measure.matrix_run import MeasureRequest, measure_rows
 from generator.model_source import ModelSource
+from generator.predict.fit import SETUPS, overhead_text
 from generator.store.fit_table import FitAnswer
+from generator.store.records import Summary
 from generator.units import format_mib, format_mib_above, format_size
 
 
-def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel) -> str:
+def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
+                target: str = "cpu") -> str:
     """'full training: batch 12 (5.9 GiB; batch 13 needs 6.4 GiB)' per kind."""
-    lines = [f"{model} in {format_size(budget)}, {margin:.0%} kept free: {format_size(answers[0].usable_bytes)} usable"]
+    parameters = next((a.parameters for a in answers if a.parameters), 0)
+    lines = [f"{model} ({parameters:,} parameters) in {format_size(budget)}, {margin:.0%} kept free: "
+             f"{format_size(answers[0].usable_bytes)} usable"]
     for answer in answers:
+        kind = f"{answer.kind} ({SETUPS.get(answer.kind, answer.row)})"
         if answer.error:
-            lines.append(f"  {answer.kind}: not simulated: {answer.error}")
+            lines.append(f"  {kind}: not simulated: {answer.error}")
             continue
         if answer.batch == 0:
-            lines.append(f"  {answer.kind}: does not fit; batch 1 needs "
+            lines.append(f"  {kind}: does not fit; batch 1 needs "
                          f"{format_mib_above(answer.predicted_bytes, answer.usable_bytes)}")
             continue
         following = (f"batch {answer.batch + 1} needs {format_mib_above(answer.next_bytes, answer.usable_bytes)}"
                      if answer.next_bytes else "the largest batch the tool simulates")
-        lines.append(f"  {answer.kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
+        lines.append(f"  {kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
                      f"{following})")
-    lines.append(f"  {process.describe()}")
+    lines.append(f"  {overhead_text(process, target)}")
     return "".join(plain_terminal_text(line) + "\n" for line in lines)  # a model's name is data
 
 
-def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel) -> str:
+def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
+                target: str = "cpu") -> str:
     """One object per kind."""
     return json.dumps([{**asdict(answer), "model": model, "budget_bytes": budget, "margin": margin,
-                        "process_model": process.describe()} for answer in answers],
+                        "setup": SETUPS.get(answer.kind, ""), "target": target,
+                        "overhead": overhead_text(process, target)}
+                       for answer in answers],
                       indent=2, sort_keys=True) + "\n"
 
 
-def confirm(answers: list[FitAnswer], source: ModelSource, measurements: Path) -> str:
+def confirm(answers: list[FitAnswer], source: ModelSource, measurements: Path, budget: int) -> str:
     """Measure two real steps at each answer and the next batch up, where both fit in this machine."""
     room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8
     rows = []
@@ -52,8 +61,21 @@ def confirm(answers: list[FitAnswer], source: ModelSource, measurements: Path) -
         return "--confirm: no answer fits this machine twice over; nothing measured\n"
     request = MeasureRequest(rows=tuple(rows), model=source, output=measurements, repeats=1, repeats_explicit=True)
     report = measure_rows(request)
-    lines = ["--confirm, two real steps each (net of imports):"]
-    for result in report.written:
-        summary = result.summary
-        lines.append(f"  {result.row.id}: measured {format_mib(summary.net_peak_bytes)} ({summary.status})")
-    return "\n".join(lines) + "\n"
+    measured = {result.row.id: result.summary for result in report.written}
+    lines = ["--confirm, two real steps each (net of imports), against the budget:"]
+    for answer in answers:
+        for row_id in (answer.row, answer.row.replace(f"-b{answer.batch}-", f"-b{answer.batch + 1}-")):
+            if row_id in measured:
+                lines.append(f"  {row_id}: {verdict(measured[row_id], budget, row_id == answer.row)}")
+    return "\n".join(plain_terminal_text(line) for line in lines) + "\n"
+
+
+def verdict(summary: Summary, budget: int, is_answer: bool) -> str:
+    """'measured 5,120 MiB: within the budget (1,024 MiB to spare)' or 'over it by 300 MiB'."""
+    if not summary.ok:
+        return f"{summary.status} in {summary.phase or 'start-up'}" + (": the answer did not run" if is_answer else "")
+    net = summary.net_peak_bytes
+    if net <= budget:
+        return f"measured {format_mib(net)}: within the budget ({format_mib(budget - net)} to spare)"
+    return f"measured {format_mib(net)}: over the budget by {format_mib(net - budget)}" + (
+        ": the answer does not fit" if is_answer else ", as predicted")

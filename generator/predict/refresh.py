@@ -89,7 +89,11 @@ def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshRep
 
 
 def _curves(measurements: Path, environment) -> str:  # environment: store Environment
-    if curves.is_current(fit_table.find_fit(measurements, environment), environment):
+    try:
+        current = curves.is_current(fit_table.find_fit(measurements, environment), environment)
+    except ResultsError:  # a table of an older release: simulated again, over it
+        current = False
+    if current:
         return "fit curves: current for these library versions"
     path = fit_table.save_fit(curves.site_curves(environment), measurements / environment.id)
     return f"fit curves: simulated into {path}"

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from generator.budget import ProcessModel
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
@@ -70,6 +70,9 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
         lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
                      f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
                      f"{format_mib(p.activations_bytes)}")
+        lines.append(f"  on a GPU (simulated, not validated on a device): the caching allocator reserves "
+                     f"{format_mib(p.cuda_reserved_bytes)}, or {format_mib(p.cuda_expandable_bytes)} with "
+                     f"expandable segments, plus the CUDA context ({format_mib(CUDA_CONTEXT_BYTES)} allowed)")
     lines.append(model.describe())
     return "".join(plain_terminal_text(line) + "\n" for line in lines)
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec
-from generator.model_source import ModelError, ModelSource, load_config
+from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
+from generator.predict.cuda_allocator import replay
 from generator.steps import Prepared, prepare, run_steps
 from generator.store.records import Prediction
 
@@ -58,6 +59,7 @@ class StorageTracker:
         self.peak_split = dict(self.totals)
         self.phase = self.peak_phase = "load"
         self.phase_peaks: dict[str, int] = {}
+        self.events: list[tuple[object, int, bool]] = []  # (storage, bytes, made or freed), for allocator models
 
     def track(self, tensor: Any, kind: str = "activations") -> None:
         """Count a tensor's storage once, from now until it is freed."""
@@ -66,6 +68,7 @@ class StorageTracker:
         if key in self.sizes:
             return
         self.sizes[key], self.kinds[key] = storage.nbytes(), kind
+        self.events.append((key, self.sizes[key], True))
         self.totals[kind] += self.sizes[key]
         self.total += self.sizes[key]
         weakref.finalize(storage, self._free, key)
@@ -84,6 +87,7 @@ class StorageTracker:
 
     def _free(self, key: int) -> None:
         size = self.sizes.pop(key)
+        self.events.append((key, size, False))
         self.totals[self.kinds.pop(key)] -= size
         self.total -= size
 
@@ -161,7 +165,8 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     tracker, fake = StorageTracker(), FakeTensorMode()
     with fake, _modules_stay_put():
         try:
-            model = AutoModelForCausalLM.from_config(load_config(source), dtype=getattr(torch, row.dtype))
+            model = AutoModelForCausalLM.from_config(load_config(source),
+                                                     **{dtype_argument(): getattr(torch, row.dtype)})
         except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
             raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
                              f"({one_line_error(error)})") from None
@@ -174,6 +179,8 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     parameters = list(prepared.model.parameters())
     split = tracker.peak_split
     return Prediction(
+        cuda_reserved_bytes=replay(tracker.events).peak_reserved,
+        cuda_expandable_bytes=replay(tracker.events, expandable=True).peak_reserved,
         tensor_peak_bytes=tracker.peak, phase=tracker.peak_phase, weights_bytes=split["weights"],
         gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
         activations_bytes=split["activations"], phase_peak_bytes=dict(tracker.phase_peaks),

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from generator.budget import (
     ADAMW_STATES,
     BYTES_PER_WEIGHT,
+    CUDA_CONTEXT_BYTES,
     EXAMPLE_BYTES_PER_WEIGHT,
     EXAMPLE_CARD_BYTES,
     EXAMPLE_PARAMETERS,
-    ProcessModel,
     weight_bytes,
 )
 from generator.matrix import parse_row
@@ -55,7 +55,7 @@ class SimulatedLine:
     task: str
     row: str
     shape: str  # "batch 8 × 2,048"
-    need: Figure  # expected process peak, GiB
+    need: Figure  # the simulated CUDA reserve plus the context allowance, GiB
     fits: bool
 
 
@@ -129,15 +129,16 @@ def budget(parameters: int, measured_row: RowView | None) -> Budget:
                   total=figure(total), total_times_weights=ratio(2 + ADAMW_STATES), measured_row=measured_row)
 
 
-def simulated_lines(fit_table: FitTable | None, process: ProcessModel | None) -> tuple[SimulatedLine, ...]:
-    """The worked example's config, simulated (its tensor peaks recorded with the curves), with this page's
-    process model on top, against the example's card."""
+def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
+    """The worked example's config, simulated (its tensor peaks recorded with the curves), replayed through the
+    CUDA caching allocator, with the context allowance, against the example's card: what the fit page's GPU
+    columns use too."""
     if fit_table is None:
         return ()
     lines = []
     for item in fit_table.example:
         row = parse_row(item.row)
-        need = process.expected(item.tensor_peak_bytes) if process else item.tensor_peak_bytes
+        need = item.cuda_reserved_bytes + CUDA_CONTEXT_BYTES  # the card's allocator, simulated, and its context
         lines.append(SimulatedLine(task=item.task, row=item.row, shape=f"batch {row.batch_size} × {row.seq_len:,}",
                                    need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES))
     return tuple(lines)

@@ -2,10 +2,13 @@
 the simulated curves (generator/store/fit_table.py) and this environment's process model, beside the accuracy
 of the predictions on the measured rows. Frozen and typed; the template places values only."""
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from generator.budget import ProcessModel, largest_batch
-from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel, cuda_rules, largest_batch
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.store.accuracy import WITHIN, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
 from generator.units import GIB, format_gib, format_mib, mib_range, signed_percent
@@ -21,17 +24,46 @@ class FitModelView:
 
 
 @dataclass(frozen=True)
-class AccuracyRow:
-    """A measured row against its prediction: how far to trust the answers above."""
+class Budget:
+    """A column of the tables: a budget on a GPU (the simulated caching allocator and a context allowance) or
+    in a CPU machine's memory (this machine's measured process overhead)."""
+
+    label: str  # "24 GiB GPU"
+    n_bytes: int
+    target: str  # "gpu" or "cpu"
+    margin: float
+
+
+@dataclass(frozen=True)
+class JudgedRow:
+    """A measured row against its predictions, in sample and out of sample."""
 
     model: str
     row: str
+    allocator: str
     measured: str  # median, with the spread of the independent repeats
     tensor: str
     tensor_error: str
-    predicted: str
-    predicted_error: str
-    predicted_error_value: float
+    in_sample: str
+    in_sample_error: str
+    out_of_sample: str
+    out_of_sample_error: str
+
+
+@dataclass(frozen=True)
+class AllocatorAccuracy:
+    """One allocator's judged rows and what they add up to."""
+
+    allocator: str
+    rows: tuple[JudgedRow, ...]
+    judged: int  # rows with an out-of-sample prediction
+    within_5: int
+    median_error: str
+    worst_error: str
+    in_sample_median: str
+    in_sample_worst: str
+    margin: str  # the band fit keeps free under this allocator
+    exceeded: int  # rows whose measurement ran over the budget fit would have allowed, at that band
 
 
 @dataclass(frozen=True)
@@ -41,12 +73,15 @@ class FitPageContext:
     title: str
     environment: str
     seq_len_text: str
-    margin_text: str
     process_model: str
-    budgets: tuple[str, ...]
+    budgets: tuple[Budget, ...]
     models: tuple[FitModelView, ...]
-    accuracy: tuple[AccuracyRow, ...] = ()
-    worst_error: str = ""  # the largest |predicted − measured| / measured over the accuracy rows
+    gpu_margin_text: str = ""
+    cpu_margin_text: str = ""
+    context_allowance: str = ""
+    gpu_rules: str = ""
+    within_text: str = ""  # the error the accuracy counts rows within: '5 %'
+    accuracy: tuple[AllocatorAccuracy, ...] = ()
     missing: str = ""  # why there are no answers, where there are none
     simulated_in: str = ""  # the environment whose run simulated the curves
 
@@ -62,72 +97,107 @@ def _error(value: int, measured: int) -> str:
     return signed_percent((value - measured) / measured)
 
 
-def accuracy(results: list[RowResult], process: ProcessModel) -> tuple[AccuracyRow, ...]:
-    """Every finished, uncapped row that carries a prediction, measured against predicted."""
-    rows = []
-    for result in sorted(results, key=lambda r: (r.model.name, r.row.mode, r.row.tokens_per_step, r.row.id)):
-        summary, prediction = result.summary, result.prediction
-        if prediction is None or not result.finished or not summary.net_peak_bytes:
+def _share(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value * 100:.1f} %"
+
+
+def judged_view(row: Judged) -> JudgedRow:
+    spread = f" ({mib_range(row.low_bytes, row.high_bytes)})" if row.high_bytes > row.low_bytes else ""
+    held_out = row.out_of_sample_bytes
+    return JudgedRow(model=row.model, row=row.row, allocator=row.allocator,
+                     measured=format_mib(row.measured_bytes) + spread, tensor=format_mib(row.tensor_bytes),
+                     tensor_error=_error(row.tensor_bytes, row.measured_bytes),
+                     in_sample=format_mib(row.in_sample_bytes),
+                     in_sample_error=_error(row.in_sample_bytes, row.measured_bytes),
+                     out_of_sample=format_mib(held_out) if held_out else "–",
+                     out_of_sample_error=_error(held_out, row.measured_bytes) if held_out else "–")
+
+
+def accuracy_views(results: list[RowResult]) -> tuple[AllocatorAccuracy, ...]:
+    """Each allocator's judged rows, out of sample beside in sample."""
+    views = []
+    for allocator in ALLOCATORS:
+        found = accuracy(results, allocator)
+        if found is None:
             continue
-        measured, tensor = summary.net_peak_bytes, prediction.tensor_peak_bytes
-        spread = (f" ({mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)})"
-                  if summary.net_peak_max_bytes > summary.net_peak_min_bytes else "")
-        expected = process.expected(tensor)
-        rows.append(AccuracyRow(model=result.model.name, row=result.row.id, measured=format_mib(measured) + spread,
-                                tensor=format_mib(tensor), tensor_error=_error(tensor, measured),
-                                predicted=format_mib(expected), predicted_error=_error(expected, measured),
-                                predicted_error_value=(expected - measured) / measured))
-    return tuple(rows)
+        views.append(AllocatorAccuracy(
+            allocator=allocator, rows=tuple(judged_view(row) for row in found.rows),
+            judged=len(found.errors()), within_5=found.within(WITHIN), median_error=_share(found.median_abs()),
+            worst_error=_share(found.worst_abs()), in_sample_median=_share(found.median_abs(False)),
+            in_sample_worst=_share(found.worst_abs(False)),
+            margin=f"{found.margin:.0%}" if found.margin is not None else "",
+            exceeded=found.exceeded(found.margin) if found.margin is not None else 0))
+    return tuple(views)
 
 
-SITE_BUDGETS_GIB = (16, 24, 48, 80)
-SITE_MARGIN = 0.10
+GPU_BUDGETS_GIB = (16, 24, 48, 80)
+CPU_BUDGETS_GIB = (32, 64)
+SITE_MARGIN = 0.10  # on a GPU: not validated on a device, so the usual margin, stated
 
 
-def site_answers(table: FitTable, process: ProcessModel, margin: float = SITE_MARGIN) -> list[FitAnswer]:
-    """Every curve's answer for every site budget, with this page's process model."""
+def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
+    """The cards the site answers for, then two CPU machines' memory."""
+    return (*(Budget(f"{gib} GiB GPU", gib * GIB, "gpu", SITE_MARGIN) for gib in GPU_BUDGETS_GIB),
+            *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin) for gib in CPU_BUDGETS_GIB))
+
+
+def _peak(curve: Curve, budget: Budget, process: ProcessModel) -> Callable[[int], int]:
+    if budget.target == "gpu":
+        return lambda batch: curve.cuda_at(batch) + CUDA_CONTEXT_BYTES
+    return lambda batch: process.expected(curve.at(batch))
+
+
+def site_answers(table: FitTable, process: ProcessModel,
+                 budgets: tuple[Budget, ...]) -> list[tuple[Budget, FitAnswer]]:
+    """Every curve's answer for every budget: a GPU's with the simulated allocator, a CPU's with this page's
+    process model."""
     limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // table.seq_len)
     answers = []
     for curve in table.curves:
-        def peak(batch: int, curve: Curve = curve) -> int:
-            return process.expected(curve.at(batch))
-        for gib in SITE_BUDGETS_GIB:
-            usable = round(gib * GIB * (1 - margin))
+        for budget in budgets:
+            peak = _peak(curve, budget, process)
+            usable = round(budget.n_bytes * (1 - budget.margin))
             batch = largest_batch(peak, usable, limit)
             shown = max(batch, 1)
-            answers.append(FitAnswer(kind=curve.kind, row=curve.row.format(b=shown), batch=batch,
-                                     predicted_bytes=peak(shown), next_bytes=peak(batch + 1) if batch < limit else 0,
-                                     usable_bytes=usable, simulations=0, model=curve.model,
-                                     parameters=curve.parameters, budget_bytes=gib * GIB))
+            answers.append((budget, FitAnswer(
+                kind=curve.kind, row=curve.row.format(b=shown), batch=batch, predicted_bytes=peak(shown),
+                next_bytes=peak(batch + 1) if batch < limit else 0, usable_bytes=usable, simulations=0,
+                model=curve.model, parameters=curve.parameters, budget_bytes=budget.n_bytes)))
     return answers
 
 
-def model_views(answers: list[FitAnswer]) -> tuple[FitModelView, ...]:
+def model_views(answers: list[tuple[Budget, FitAnswer]]) -> tuple[FitModelView, ...]:
     """One table per config, a row per way of running it, a column per budget."""
-    budgets = tuple(dict.fromkeys(answer.budget_bytes for answer in answers))
+    budgets = tuple(dict.fromkeys(budget.label for budget, _ in answers))
     models = []
-    for name in dict.fromkeys(answer.model for answer in answers):
-        mine = [answer for answer in answers if answer.model == name]
-        by_key = {(answer.kind, answer.budget_bytes): answer for answer in mine}
+    for name in dict.fromkeys(answer.model for _, answer in answers):
+        mine = [(budget, answer) for budget, answer in answers if answer.model == name]
+        by_key = {(answer.kind, budget.label): answer for budget, answer in mine}
         rows = tuple((kind, *(cell(by_key[(kind, budget)]) for budget in budgets))
-                     for kind in dict.fromkeys(answer.kind for answer in mine))
-        models.append(FitModelView(name=name, parameters_text=f"{mine[0].parameters:,}", rows=rows))
+                     for kind in dict.fromkeys(answer.kind for _, answer in mine))
+        models.append(FitModelView(name=name, parameters_text=f"{mine[0][1].parameters:,}", rows=rows))
     return tuple(models)
 
 
 def build_fit_page(table: FitTable | None, results: list[RowResult], process: ProcessModel,
                    environment: str, libraries: str) -> FitPageContext:
-    """The page: answers from the curves and this environment's process model, and the accuracy table; where
-    no curves were simulated under this environment's library versions, a line that says so."""
-    answers = site_answers(table, process) if table is not None else []
-    checked = accuracy(results, process)
-    worst = max((abs(row.predicted_error_value) * 100 for row in checked), default=0.0)
+    """The page: answers from the curves, for GPU budgets with the simulated allocator and for CPU budgets
+    with this environment's process model and validated band, and the accuracy tables; where no curves were
+    simulated under this environment's library versions, a line that says so."""
+    checked = accuracy_views(results)
+    band = accuracy(results, DEFAULT_ALLOCATOR)
+    validated = band is not None and band.margin is not None
+    cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
+    budgets = site_budgets(cpu_margin)
+    answers = site_answers(table, process, budgets) if table is not None else []
     missing = "" if table is not None else (f"No simulated curves under {libraries} yet: `memory-budget refresh` "
                                             "(part of `nox -s measure`) records them.")
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
                           environment=environment, seq_len_text=f"{table.seq_len:,}" if table else "",
-                          margin_text=f"{SITE_MARGIN:.0%}", process_model=process.describe(),
-                          budgets=tuple(format_gib(gib * GIB, 0) for gib in SITE_BUDGETS_GIB),
-                          models=model_views(answers), accuracy=checked,
-                          worst_error=f"{worst:.1f} %" if checked else "", missing=missing,
+                          process_model=process.describe(), budgets=budgets, models=model_views(answers),
+                          gpu_margin_text=f"{SITE_MARGIN:.0%}",
+                          cpu_margin_text=f"{cpu_margin:.0%}" + (" (the band validated below)" if validated
+                                                                 else " (no band validated: one model measured)"),
+                          context_allowance=format_mib(CUDA_CONTEXT_BYTES), gpu_rules=cuda_rules(),
+                          within_text=f"{WITHIN:.0%}".replace("%", " %"), accuracy=checked, missing=missing,
                           simulated_in=table.environment if table else "")

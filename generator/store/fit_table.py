@@ -20,7 +20,8 @@ from generator.store.files import read_toml, write_atomic
 from generator.store.layout import FIT_FILE
 from generator.store.records import ResultsError
 
-FIT_SCHEMA_VERSION = 2  # 1: answers with one process model baked in (a build refuses them as stale)
+FIT_SCHEMA_VERSION = 3  # 1: answers with one process model baked in; 2: curves without the GPU reserve
+# and the set-ups people run. A build refuses both as stale.
 
 
 @dataclass(frozen=True)
@@ -51,14 +52,23 @@ class Curve:
     row: str  # the row id with {b} for the batch: "train-b{b}-s1024-ckpt"
     batches: tuple[int, ...]
     tensor_bytes: tuple[int, ...]
+    cuda_bytes: tuple[int, ...] = ()  # what the CUDA caching allocator would reserve (simulated), per batch
 
     def at(self, batch: int) -> int:
         """The tensor peak at a batch: exact at the simulated batches, on the chord between them (on or above
         the convex curve), and along the last segment past them (affine there)."""
-        points = list(zip(self.batches, self.tensor_bytes, strict=True))
-        segments = list(pairwise(points))
-        (b1, t1), (b2, t2) = next((s for s in segments if batch <= s[1][0]), segments[-1])
-        return t1 + (t2 - t1) * (batch - b1) // (b2 - b1)
+        return _chord(self.batches, self.tensor_bytes, batch)
+
+    def cuda_at(self, batch: int) -> int:
+        """The simulated CUDA reserve at a batch, read the same way."""
+        return _chord(self.batches, self.cuda_bytes, batch)
+
+
+def _chord(batches: tuple[int, ...], values: tuple[int, ...], batch: int) -> int:
+    points = list(zip(batches, values, strict=True))
+    segments = list(pairwise(points))
+    (b1, t1), (b2, t2) = next((s for s in segments if batch <= s[1][0]), segments[-1])
+    return t1 + (t2 - t1) * (batch - b1) // (b2 - b1)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class Simulated:
     task: str
     row: str
     tensor_peak_bytes: int
+    cuda_reserved_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,9 +133,9 @@ def load_fit(folder: Path) -> FitTable | None:
     if not path.is_file():
         return None
     document = read_toml(path)
-    if document.get("schema_version") == 1:
-        raise ResultsError(f"{path}: holds answers from `fit --record` of an older release, with one process "
-                           "model baked in; run `memory-budget refresh` to record simulation curves instead")
+    if document.get("schema_version") in (1, 2):
+        raise ResultsError(f"{path}: holds curves of an older release (no simulated GPU reserve, fewer set-ups); "
+                           "run `memory-budget refresh` to simulate them again")
     if document.get("schema_version") != FIT_SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not {FIT_SCHEMA_VERSION}")
     curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
@@ -133,8 +144,9 @@ def load_fit(folder: Path) -> FitTable | None:
     if not (isinstance(top["libraries"], str) and isinstance(top["environment"], str)
             and isinstance(top["seq_len"], int)):
         raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
-    if any(len(c.batches) < 2 or len(c.batches) != len(c.tensor_bytes) for c in curves):  # type: ignore[attr-defined]
-        raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak")
+    if any(len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes)  # type: ignore
+           for c in curves):
+        raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)))

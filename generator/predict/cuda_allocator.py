@@ -1,0 +1,182 @@
+"""PyTorch's CUDA caching allocator, as its documentation and source describe it, replayed over the allocation
+trace a simulation records (each storage's size, in the order storages are made and freed).
+
+The rules (c10/cuda/CUDACachingAllocator.cpp; the PyTorch dev-log "When does fragmentation occur in the CUDA
+caching allocator?", 2026):
+- every request is rounded up to a multiple of 512 bytes;
+- requests of 1 MiB or less come from the small pool, larger ones from the large pool;
+- a request takes the smallest free block of its pool that is large enough (best fit), split when the rest is
+  worth keeping: at least 512 bytes in the small pool, more than 1 MiB in the large pool;
+- with no such block, a new segment is allocated: 2 MiB for the small pool; for the large pool 20 MiB below
+  10 MiB, else the request rounded up to 2 MiB;
+- a freed block merges with free neighbours in its own segment, never across segments; segments are kept
+  (reserved) until empty_cache(), which training code does not call.
+With expandable segments, each pool is one segment that grows by mapping pages at its end (2 MiB for the
+small pool, 20 MiB for the large one), so blocks merge across what would have been separate segments.
+
+This is a model, not a measurement: it does not see cuBLAS or cuDNN workspaces, kernels that allocate
+differently on a GPU, or the CUDA context, which the caller adds as a stated allowance."""
+
+from bisect import insort
+from dataclasses import dataclass, field
+
+from generator.budget import CUDA_LARGE_SEGMENT, CUDA_MIN_BLOCK, CUDA_SMALL_SEGMENT
+
+MIB = 1 << 20
+MIN_BLOCK = CUDA_MIN_BLOCK
+SMALL_SIZE = MIB  # the largest request the small pool serves
+SMALL_BUFFER = CUDA_SMALL_SEGMENT  # a small-pool segment
+MIN_LARGE_ALLOC = 10 * MIB  # below this, a large request gets a 20 MiB segment
+LARGE_BUFFER = CUDA_LARGE_SEGMENT
+ROUND_LARGE = 2 * MIB
+PAGE = {"small": SMALL_BUFFER, "large": LARGE_BUFFER}  # expandable segments map pages of these sizes
+
+
+def rounded(size: int) -> int:
+    """A request as the allocator sizes it: at least 512 bytes, in multiples of 512."""
+    return max(MIN_BLOCK, -(-size // MIN_BLOCK) * MIN_BLOCK)
+
+
+def pool_of(size: int) -> str:
+    return "small" if size <= SMALL_SIZE else "large"
+
+
+def segment_size(size: int) -> int:
+    """The cudaMalloc a request makes when no cached block fits it."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    return LARGE_BUFFER if size < MIN_LARGE_ALLOC else -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+def worth_splitting(pool: str, remaining: int) -> bool:
+    return remaining >= MIN_BLOCK if pool == "small" else remaining > SMALL_SIZE
+
+
+@dataclass
+class Block:
+    segment: int
+    offset: int
+    size: int
+    free: bool = True
+
+
+@dataclass
+class Segment:
+    pool: str
+    size: int
+    blocks: list[Block] = field(default_factory=list)  # in address order
+
+
+class CachingAllocator:
+    """Replays malloc and free; reports bytes reserved (segments) and allocated (live blocks), and their peaks."""
+
+    def __init__(self, expandable: bool = False) -> None:
+        self.expandable = expandable
+        self.segments: list[Segment] = []
+        self.free_blocks: dict[str, list[tuple[int, int, int]]] = {"small": [], "large": []}  # (size, seg, offset)
+        self.live: dict[object, Block] = {}
+        self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
+        self.expandable_segment: dict[str, int] = {}
+
+    def malloc(self, key: object, size: int) -> None:
+        """Serve one request under the caller's key (a storage). An empty storage takes no memory."""
+        if size == 0:
+            return
+        size = rounded(size)
+        pool = pool_of(size)
+        block = self._best_fit(pool, size) or self._grow(pool, size)
+        self._take(block, size)
+        self.live[key] = block
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def free(self, key: object) -> None:
+        """Return a request's block to its pool, merged with free neighbours in its segment."""
+        block = self.live.pop(key, None)
+        if block is None:  # an empty storage
+            return
+        self.allocated -= block.size
+        segment = self.segments[block.segment]
+        index = segment.blocks.index(block)
+        block.free = True
+        for neighbour in (index + 1, index - 1):  # the later one first, so index stays valid
+            if 0 <= neighbour < len(segment.blocks) and segment.blocks[neighbour].free:
+                self._merge(segment, min(index, neighbour))
+                index = min(index, neighbour)
+        self._index(segment.blocks[index], segment.pool)
+
+    def _best_fit(self, pool: str, size: int) -> Block | None:
+        candidates = self.free_blocks[pool]
+        for position, (block_size, segment, offset) in enumerate(candidates):
+            if block_size >= size:
+                del candidates[position]
+                return next(b for b in self.segments[segment].blocks if b.offset == offset)
+        return None
+
+    def _grow(self, pool: str, size: int) -> Block:
+        if not self.expandable:
+            self.segments.append(Segment(pool, segment_size(size)))
+            block = Block(len(self.segments) - 1, 0, segment_size(size))
+            self.segments[-1].blocks.append(block)
+            self._reserve(block.size)
+            return block
+        return self._map_pages(pool, size)
+
+    def _map_pages(self, pool: str, size: int) -> Block:
+        """Expandable segments: map pages at the end of the pool's one segment, merged with a free tail."""
+        if pool not in self.expandable_segment:
+            self.segments.append(Segment(pool, 0))
+            self.expandable_segment[pool] = len(self.segments) - 1
+        number = self.expandable_segment[pool]
+        segment = self.segments[number]
+        tail = segment.blocks[-1] if segment.blocks and segment.blocks[-1].free else None
+        have = tail.size if tail else 0
+        pages = -(-(size - have) // PAGE[pool])
+        grown = pages * PAGE[pool]
+        self._reserve(grown)
+        segment.size += grown
+        if tail is None:
+            tail = Block(number, segment.size - grown, 0)
+            segment.blocks.append(tail)
+        else:
+            self.free_blocks[pool].remove((tail.size, number, tail.offset))
+        tail.size += grown
+        return tail
+
+    def _take(self, block: Block, size: int) -> None:
+        segment = self.segments[block.segment]
+        block.free = False
+        remaining = block.size - size
+        if worth_splitting(segment.pool, remaining):
+            block.size = size
+            rest = Block(block.segment, block.offset + size, remaining)
+            segment.blocks.insert(segment.blocks.index(block) + 1, rest)
+            self._index(rest, segment.pool)
+
+    def _merge(self, segment: Segment, index: int) -> None:
+        first, second = segment.blocks[index], segment.blocks[index + 1]
+        for block in (first, second):
+            entry = (block.size, block.segment, block.offset)
+            if entry in self.free_blocks[segment.pool]:
+                self.free_blocks[segment.pool].remove(entry)
+        first.size += second.size
+        first.free = True
+        del segment.blocks[index + 1]
+
+    def _index(self, block: Block, pool: str) -> None:
+        insort(self.free_blocks[pool], (block.size, block.segment, block.offset))
+
+    def _reserve(self, n_bytes: int) -> None:
+        self.reserved += n_bytes
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+
+def replay(events: list[tuple[object, int, bool]], expandable: bool = False) -> CachingAllocator:
+    """Replay a trace of (key, size, made): made True for a storage allocated, False for one freed."""
+    allocator = CachingAllocator(expandable)
+    for key, size, made in events:
+        if made:
+            allocator.malloc(key, size)
+        else:
+            allocator.free(key)
+    return allocator
