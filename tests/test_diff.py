@@ -76,6 +76,7 @@ def test_two_separate_runs_of_one_environment_diff_as_same(tmp_path: Path) -> No
 
 def test_a_ten_percent_rise_is_more_and_fails_the_gate(real_twin: tuple[Path, Path]) -> None:
     before, after = real_twin
+    next(after.rglob("train-b8-s256-glibc-tuned.toml")).unlink()  # else the row is judged on its tuned twin
     path = next(after.rglob("train-b8-s256.toml"))
     _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.10)))
     result = diff(before, after)
@@ -104,6 +105,7 @@ def test_a_tenth_of_a_percent_is_same(real_twin: tuple[Path, Path]) -> None:
 
 def test_threshold_override(real_twin: tuple[Path, Path]) -> None:
     before, after = real_twin
+    next(after.rglob("train-b8-s256-glibc-tuned.toml")).unlink()
     path = next(after.rglob("train-b8-s256.toml"))
     _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.03)))
     assert diff(before, after).returncode == 0
@@ -203,3 +205,17 @@ def test_threshold_parsing() -> None:
     for text in ("2", "lots", "-1%", "%"):
         with pytest.raises(ValueError):
             parse_threshold(text)
+
+
+def test_a_row_with_a_tuned_twin_is_judged_on_the_twin(real_twin: tuple[Path, Path]) -> None:
+    before, after = real_twin
+    path = next(after.rglob("train-b8-s256.toml"))
+    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.10)))
+    result = diff(before, after, "--format", "json")
+    assert result.returncode == 0, result.stdout  # the twin did not move: an allocator effect, not a regression
+    rows = {row["row"]: row for row in json.loads(result.stdout)["rows"]}
+    assert rows["train-b8-s256"]["verdict"] == "more"
+    assert rows["train-b8-s256"]["judged_on"] == "train-b8-s256-glibc-tuned"
+    twin = next(after.rglob("train-b8-s256-glibc-tuned.toml"))
+    _edit(twin, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.01)))
+    assert diff(before, after).returncode == 1  # +1 % under the tuned allocator is past its floor

@@ -8,8 +8,9 @@ independent repeats on either side; --threshold overrides it. Net peaks are comp
 minus the imports of the same process."""
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from generator.matrix import RowSpec
 from generator.store.catalog import Selection
 from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
 from generator.store.records import ResultsError, RowResult
@@ -23,6 +24,12 @@ from generator.units import signed_mib
 # few MiB whatever its size (tiny-config runs: 6 MiB on 40 MiB), hence the floor in bytes.
 NOISE_FLOOR = 0.05
 NOISE_FLOOR_BYTES = 32 * 2**20
+# Under glibc-tuned every tensor over 128 KiB is its own mapping, returned when freed, so what varies between
+# repeats is little more than the runtime's small allocations. The floor for rows measured under it comes
+# from the noise study in README.md (two separate runs of the whole matrix, diffed).
+TUNED_NOISE_FLOOR = 0.005
+TUNED_NOISE_FLOOR_BYTES = 4 * 2**20
+FLOORS = {"glibc-tuned": (TUNED_NOISE_FLOOR, TUNED_NOISE_FLOOR_BYTES)}
 WORSE = ("more", "failed")
 
 
@@ -58,6 +65,24 @@ class RowDiff:
     threshold: float
     threshold_source: str
     moved_most: str  # the phase whose net peak changed most, with the change; '' when not compared
+    tensor: "TensorChange | None" = None  # the simulated tensor peaks, where both sides recorded one
+    judged_on: str = ""  # the row whose verdict counts instead: its glibc-tuned twin, measured on both sides
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    """The change of a row's simulated tensor peak: exact, so any byte counts. The category that moved most
+    says what changed (weights, gradients, AdamW state, or activations and temporaries), and `disagrees`
+    flags a row whose tensors and measurement tell different stories: a library change the process hid, or an
+    allocator or process effect the tensors do not show."""
+
+    before_bytes: int
+    after_bytes: int
+    change_bytes: int
+    change: float
+    verdict: str  # same (not one byte), more or less
+    moved_most: str  # 'activations (+12 MiB)'; '' when nothing moved
+    disagrees: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,8 +98,9 @@ class Comparison:
 
     @property
     def worse(self) -> tuple[RowDiff, ...]:
-        """Rows that got worse beyond their threshold, or stopped finishing."""
-        return tuple(row for row in self.rows if row.verdict in WORSE)
+        """Rows that got worse beyond their threshold, or stopped finishing; a row judged on its glibc-tuned
+        twin counts through the twin."""
+        return tuple(row for row in self.rows if row.verdict in WORSE and not row.judged_on)
 
 
 def side(result: RowResult) -> Side:
@@ -88,11 +114,14 @@ def side(result: RowResult) -> Side:
                 phase_net_bytes=phases, status=summary.status)
 
 
-def threshold_for(before: Side, after: Side, override: float | None) -> tuple[float, str]:
-    """The relative change beyond which a row counts as changed, and where it comes from."""
+def threshold_for(before: Side, after: Side, override: float | None,
+                  allocator: str = "glibc") -> tuple[float, str]:
+    """The relative change beyond which a row counts as changed, and where it comes from: the rows' own spread,
+    at least the noise floor of the allocator they ran under."""
     if override is not None:
         return override, "--threshold"
-    floor = max(NOISE_FLOOR, NOISE_FLOOR_BYTES / before.net_bytes if before.net_bytes else NOISE_FLOOR)
+    share, n_bytes = FLOORS.get(allocator, (NOISE_FLOOR, NOISE_FLOOR_BYTES))
+    floor = max(share, n_bytes / before.net_bytes if before.net_bytes else share)
     spreads = {"before's repeats": before.spread, "after's repeats": after.spread, "noise floor": floor}
     source = max(spreads, key=lambda name: spreads[name])
     return spreads[source], source
@@ -125,10 +154,45 @@ def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, ove
         reason = f"after: {new.status}" if old.status == "ok" else f"before: {old.status}"
         return RowDiff(row_id, verdict, reason, old, new, **empty)  # type: ignore[arg-type]
     change = new.net_bytes / old.net_bytes - 1 if old.net_bytes else 0.0
-    threshold, source = threshold_for(old, new, override)
+    threshold, source = threshold_for(old, new, override, after.row.allocator)
     verdict = "more" if change > threshold else "less" if change < -threshold else "same"
     return RowDiff(row_id, verdict, "", old, new, new.net_bytes - old.net_bytes, change, threshold, source,
-                   moved_most(old, new))
+                   moved_most(old, new), tensor_change(before, after, verdict, threshold))
+
+
+CATEGORIES = {"weights": "weights_bytes", "gradients": "gradients_bytes", "AdamW state": "optimizer_bytes",
+              "activations and temporaries": "activations_bytes"}
+
+
+def tensor_change(before: RowResult, after: RowResult, measured: str, threshold: float) -> TensorChange | None:
+    """The exact change of the simulated tensor peak, where both rows carry a prediction."""
+    old, new = before.prediction, after.prediction
+    if old is None or new is None:
+        return None
+    change_bytes = new.tensor_peak_bytes - old.tensor_peak_bytes
+    verdict = "more" if change_bytes > 0 else "less" if change_bytes < 0 else "same"
+    moves = {name: getattr(new, key) - getattr(old, key) for name, key in CATEGORIES.items()}
+    name = max(moves, key=lambda category: abs(moves[category]))
+    moved = f"{name} ({signed_size(moves[name])})" if moves[name] else ""
+    change = change_bytes / old.tensor_peak_bytes if old.tensor_peak_bytes else 0.0
+    return TensorChange(old.tensor_peak_bytes, new.tensor_peak_bytes, change_bytes, change, verdict, moved,
+                        disagreement(verdict, change, measured, threshold))
+
+
+def disagreement(tensors: str, change: float, measured: str, threshold: float) -> str:
+    """Where the exact tensors and the measurement tell different stories, which one moved."""
+    if tensors != "same" and measured == "same":
+        if abs(change) < threshold:
+            return "the tensors moved by less than the measurement can see"
+        return "the tensors moved beyond the measured threshold, the measurement did not"
+    if measured in ("more", "less") and (tensors == "same" or abs(change) < threshold / 2):
+        return "the measurement moved, the tensors did not: the allocator or the process, not the tensors"
+    return ""
+
+
+def signed_size(n_bytes: int) -> str:
+    """'+12 MiB', or '+2,048 bytes' below a MiB, where MiB would read as no change."""
+    return signed_mib(n_bytes) if abs(n_bytes) >= 2**20 else f"{n_bytes:+,} bytes".replace("-", "−")
 
 
 class DifferentModelsError(ResultsError):
@@ -150,7 +214,20 @@ def compare(before: Selection, after: Selection, override: float | None = None) 
     return Comparison(model=after.model, before=before.environment, after=after.environment,
                       library_changes=libraries,
                       differences=tuple(environment_differences(env_before, env_after)),
-                      rows=tuple(diff_row(row_id, old.get(row_id), new.get(row_id), override) for row_id in order))
+                      rows=defer_to_tuned(tuple(diff_row(row_id, old.get(row_id), new.get(row_id), override)
+                                                for row_id in order), {r.row.id: r.row for r in new.values()}))
+
+
+def defer_to_tuned(rows: tuple[RowDiff, ...], specs: dict[str, RowSpec]) -> tuple[RowDiff, ...]:
+    """A default-glibc row whose glibc-tuned twin was compared on both sides is judged on the twin: its repeats
+    spread far less, so it sees a smaller change."""
+    compared = {row.row for row in rows if row.threshold_source}
+    judged = []
+    for row in rows:
+        spec = specs.get(row.row)
+        twin = spec.with_allocator("glibc-tuned").id if spec is not None and spec.allocator == "glibc" else ""
+        judged.append(replace(row, judged_on=twin) if twin in compared and row.threshold_source else row)
+    return tuple(judged)
 
 
 def _ordered(results: Iterable[RowResult]) -> list[str]:

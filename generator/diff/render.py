@@ -10,11 +10,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from generator.diff.compare import Comparison, RowDiff, Side
+from generator.diff.compare import Comparison, RowDiff, Side, signed_size
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
 from generator.units import format_mib, mib_range, signed_mib, signed_percent
 
-COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict")
+COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict",
+           "tensors (exact)")
 
 
 def _net(side: Side | None) -> str:
@@ -34,13 +35,26 @@ def cells(row: RowDiff) -> list[str]:
         phases = row.before.peak_phase if row.before.peak_phase == row.after.peak_phase else (
             f"{row.before.peak_phase} → {row.after.peak_phase}")
     verdict = f"{row.verdict} ({row.reason})" if row.reason else row.verdict
+    if row.judged_on:
+        verdict += f" (judged on {row.judged_on})"
     return [
         row.row, _net(row.before), _net(row.after),
         signed_mib(row.change_bytes) if compared else "–",
         signed_percent(row.change) if compared else "–",
         f"{row.threshold * 100:.1f} % ({row.threshold_source})" if compared else "–",
-        phases, row.moved_most or "–", verdict,
+        phases, row.moved_most or "–", verdict, _tensor(row),
     ]
+
+
+def _tensor(row: RowDiff) -> str:
+    """'same', or '+12 MiB, +0.41 % (activations and temporaries (+12 MiB)); the measurement did not move'."""
+    tensor = row.tensor
+    if tensor is None:
+        return "–"
+    text = "same" if tensor.verdict == "same" else (
+        f"{signed_size(tensor.change_bytes)}, {signed_percent(tensor.change, 2)}"
+        + (f" in {tensor.moved_most}" if tensor.moved_most else ""))
+    return f"{text}; {tensor.disagrees}" if tensor.disagrees else text
 
 
 def _preamble(comparison: Comparison) -> list[str]:
@@ -78,7 +92,7 @@ def render_terminal(comparison: Comparison, console: Console) -> None:
 def render_markdown(comparison: Comparison) -> str:
     """A GitHub-flavoured table with the differences between the set-ups above it."""
     lines = [markdown_text(line) + "  " for line in _preamble(comparison)]
-    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * 5 + "---|---|---|"]
+    lines += ["", "| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * 5 + "---|---|---|---|"]
     for row in comparison.rows:
         text = cells(row)
         lines.append("| " + " | ".join([markdown_code(text[0], table=True),

@@ -9,6 +9,7 @@ import altair as alt
 import vl_convert
 
 from generator.report.article import PageContext
+from generator.report.history import HistoryContext
 from generator.report.versions import VersionsContext
 from generator.units import MIB
 
@@ -73,15 +74,16 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
 
 def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
     fit_length = context.rows[0].seq_len if context.rows else seq_len
-    if mode == "inference":
-        return "inference"
+    if mode in ("inference", "generate"):
+        return mode
     return "training (fitted)" if seq_len == fit_length else f"training at length {seq_len}"
 
 
 def fixes(context: PageContext) -> alt.TopLevelMixin:
     """Plain batch-8 training against the three fixes."""
     found = context.findings
-    comparisons = [c for c in (found.checkpointing, found.half_precision, found.lora) if c is not None]
+    comparisons = [c for c in (found.checkpointing, found.half_precision, found.lora, found.allocator)
+                   if c is not None]
     if not comparisons:
         return alt.Chart(alt.Data(values=[])).mark_bar()
     plain = comparisons[0].reference
@@ -90,7 +92,7 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     bars += [{"row": c.subject.id, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
               "label": f"{c.subject.net.text if c.subject.net else ''} ({c.change.text})"} for c in comparisons]
     order = [str(bar["row"]) for bar in bars]
-    base = alt.Chart(alt.Data(values=bars), title="Three fixes against plain batch-8 training")
+    base = alt.Chart(alt.Data(values=bars), title="Fixes against plain batch-8 training")
     return alt.layer(
         base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
                                x=alt.X("MiB:Q", title="net peak, MiB", scale=alt.Scale(nice=True))),
@@ -100,16 +102,39 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
 
 
 def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
-    """Each row's change against the newest set-up, one colour per release, with zero marked."""
-    points = [{"release": label, "row": row, "change %": change * 100} for label, row, change in context.changes]
+    """Each row's change against the newest set-up, one colour per release, with zero marked and each row's
+    threshold drawn as a grey band: a dot inside it reads `same`."""
+    points = [{"release": label, "row": row, "change %": change * 100, "low": -threshold * 100,
+               "high": threshold * 100} for label, row, change, threshold in context.changes]
     rows = list(dict.fromkeys(str(point["row"]) for point in points))
+    band = alt.Chart(alt.Data(values=points)).mark_bar(color="#bbbbbb", opacity=0.35, height=10).encode(
+        y=alt.Y("row:N", sort=rows, title=None), x="low:Q", x2="high:Q")
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True).encode(
         y=alt.Y("row:N", sort=rows, title=None),
-        x=alt.X("change %:Q", title="change of net peak against the newest, %"),
+        x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888").encode(x="x:Q")
-    return alt.layer(zero, dots, title="Net peak by release, against the newest").properties(width=WIDTH - 180)
+    return alt.layer(band, zero, dots, title="Net peak by release, against the newest").properties(
+        width=WIDTH - 180)
+
+
+def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
+    """Each row's simulated tensor peak by release, oldest first, as asv draws a benchmark's history."""
+    points = [{"row": row, "release": release, "MiB": mib} for row, release, mib in history.points]
+    stepped = {(step.row, step.after) for step in history.steps}
+    marks = [point for point in points if (point["row"], point["release"]) in stepped]
+    x = alt.X("release:O", sort=list(history.releases), title="transformers release",
+              axis=alt.Axis(labelAngle=-45))
+    lines = alt.Chart(alt.Data(values=points)).mark_line(point=True).encode(
+        x=x, y=alt.Y("MiB:Q", title="simulated tensor peak, MiB"), color=alt.Color("row:N", title=None),
+        tooltip=["row:N", "release:O", alt.Tooltip("MiB:Q", format=",.1f")])
+    layers = [lines]
+    if marks:
+        layers.append(alt.Chart(alt.Data(values=marks)).mark_point(shape="diamond", size=160, filled=False,
+                                                                   strokeWidth=2).encode(x=x, y="MiB:Q"))
+    return alt.layer(*layers, title="Tensor peak by transformers release (steps of 1 % or more marked)").properties(
+        width=WIDTH - 200, height=320)
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:

@@ -8,14 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.report.article import PageContext, build_context
-from generator.report.charts import render_svgs, to_svg, versions_chart
+from generator.report.charts import history_chart, render_svgs, to_svg, versions_chart
 from generator.report.fit_page import FitPageContext, build_fit_page
+from generator.report.history import history_context
 from generator.report.output import check_output, write_site
 from generator.report.render import render_markdown, render_page
 from generator.report.versions import VersionsContext, build_versions
 from generator.store import layout
 from generator.store.catalog import Catalog, Selection, newest
 from generator.store.fit_table import find_fit, libraries
+from generator.store.history import history_path, load_history
 from generator.store.overhead import overhead_model
 from generator.store.records import ResultsError
 
@@ -29,6 +31,8 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
         pages.update(render_page("versions", versions))
         if versions.releases:
             pages["versions.svg"] = to_svg(versions_chart(versions))
+        if versions.history is not None:
+            pages["history.svg"] = to_svg(history_chart(versions.history))
     if fit_page is not None:
         pages.update(render_page("fit", fit_page))
     return pages
@@ -66,7 +70,8 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     fit_table = None if single_folder else find_fit(catalog.root, environment)
     process = overhead_model(catalog, selection.environment)
     context = build_context(list(selection.results), process, fit_table)
-    versions = None if single_folder else build_versions(selection, others(catalog, selection))
+    history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
+    versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
     fit_page = None if single_folder else build_fit_page(
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment))
     return render_pages(context, versions, fit_page)

@@ -59,7 +59,7 @@ def environments(root: Path) -> list[Path]:
     """Environment folders under a measurements folder that hold rows (directly or in model folders)."""
     if not root.is_dir():
         raise ResultsError(f"{root}: no such measurements folder")
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and model_folders(p))
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")) and model_folders(p))
 
 
 def resolve_environment(root: Path, text: str) -> Path:

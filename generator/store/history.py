@@ -1,0 +1,79 @@
+"""Memory history across library releases: one file per model, `measurements/_history/<model>.toml`, holding
+each release's simulated tensor peaks of the default rows (exact, so any byte of change is real), and the
+releases that could not run them with the reason. `memory-budget history` adds or replaces the entry of the
+release installed; the versions page draws the history and names the steps."""
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tomli_w
+
+from generator.store.files import parse_toml, read_text, write_atomic
+from generator.store.layout import model_folder_name
+from generator.store.records import ResultsError
+
+HISTORY_SCHEMA_VERSION = 1
+CATEGORY_FIELDS = {"weights": "weights_bytes", "gradients": "gradients_bytes", "AdamW state": "optimizer_bytes",
+                   "activations and temporaries": "activations_bytes"}
+HISTORY_FOLDER = "_history"  # side folders start with "_": never an environment
+
+
+@dataclass(frozen=True)
+class RowPeak:
+    """One row's simulated tensor peak under a release, split at the peak."""
+
+    row: str
+    tensor_peak_bytes: int = 0
+    weights_bytes: int = 0
+    gradients_bytes: int = 0
+    optimizer_bytes: int = 0
+    activations_bytes: int = 0
+    error: str = ""  # why it could not be simulated
+
+
+@dataclass(frozen=True)
+class ReleaseEntry:
+    """One release of transformers (with the torch and peft it ran beside)."""
+
+    transformers: str
+    torch: str
+    peft: str
+    seconds: float
+    rows: tuple[RowPeak, ...]
+    error: str = ""  # the release could not run at all (an import failed, say)
+
+
+def history_path(root: Path, model_name: str) -> Path:
+    return root / HISTORY_FOLDER / f"{model_folder_name(model_name)}.toml"
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """'4.57.6' -> (4, 57, 6), for ordering releases."""
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def load_history(path: Path) -> tuple[ReleaseEntry, ...]:
+    """The releases of a history file, oldest first; an absent file is an empty history."""
+    if not path.is_file():
+        return ()
+    document = parse_toml(read_text(path), path)
+    if document.get("schema_version") != HISTORY_SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not "
+                           f"{HISTORY_SCHEMA_VERSION}")
+    try:
+        entries = [ReleaseEntry(**{**item, "seconds": float(item["seconds"]),
+                                   "rows": tuple(RowPeak(**row) for row in item.get("rows", []))})
+                   for item in document.get("releases", [])]
+    except (TypeError, KeyError) as error:
+        raise ResultsError(f"{path}: a release entry is malformed ({error})") from None
+    return tuple(sorted(entries, key=lambda entry: release_key(entry.transformers)))
+
+
+def save_release(path: Path, entry: ReleaseEntry) -> Path:
+    """Add the release's entry, replacing an older one of the same release."""
+    kept = [old for old in load_history(path) if old.transformers != entry.transformers]
+    releases = sorted([*kept, entry], key=lambda item: release_key(item.transformers))
+    document = {"schema_version": HISTORY_SCHEMA_VERSION, "releases": [asdict(item) for item in releases]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, tomli_w.dumps(document))
+    return path
