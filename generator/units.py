@@ -64,8 +64,10 @@ def signed_percent(fraction: float, digits: int = 1) -> str:
 
 
 def signed_mib(n_bytes: int) -> str:
-    """'+210 MiB' or '−289 MiB': a change in bytes, with a true minus sign."""
-    return f"{mib(n_bytes):+,.0f} MiB".replace("-", "−")
+    """'+210 MiB' or '−289 MiB': a change in bytes, with a true minus sign; under half a MiB either way it
+    reads '0 MiB', never '−0 MiB'."""
+    shown = f"{mib(n_bytes):+,.0f}"
+    return "0 MiB" if shown in ("+0", "-0") else f"{shown} MiB".replace("-", "−")
 
 
 def mib_range(low: int, high: int) -> str:

@@ -55,7 +55,9 @@ def test_a_new_machine_gets_every_page_and_section(main_job: Path, tmp_path: Pat
     assert NEW_MACHINE in fresh["index.md"]  # the article is this machine's
     assert {name for name in fresh if not name.endswith(".svg")} == {
         name for name in committed if not name.endswith(".svg")}
-    assert _section_names(fresh["index.md"]) == _section_names(committed["index.md"])
+    # the allocator comparison is its own nox session (`nox -s allocators`), not part of the main job
+    assert _section_names(fresh["index.md"]) == [name for name in _section_names(committed["index.md"])
+                                                 if name != "## The allocator"]
     article = fresh["index.md"]
     assert "| Predicted |" in article and "No row of this environment carries a prediction" not in article
     assert "No row of this environment ran under a cap" not in article and "ran under a cap of" in article

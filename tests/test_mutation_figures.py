@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from generator.budget import ProcessModel
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import ModelError
 from generator.predict import fit as fit_search
@@ -136,7 +136,7 @@ class _Curve:
     """A predictor over a made-up curve: peak(batch) in bytes, with every simulation counted."""
 
     def __init__(self, peak, fail: Exception | None = None) -> None:
-        self.curve, self.fail, self.cache = peak, fail, {}
+        self.curve, self.fail, self.cache, self.parameters = peak, fail, {}, 0
 
     def peak(self, row_id: str) -> int:
         if self.fail is not None:
@@ -488,10 +488,13 @@ def test_the_context_edges(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [line.task for line in context.example.lines] == ["run it", "train all of it"]
     assert (context.example.simulated, context.example.simulated_model) == ((), "")
     table = FitTable(libraries="l", environment="e", seq_len=256, curves=(),
-                     example=(Simulated(model="Llama", task="run it", row="infer-b1-s256", tensor_peak_bytes=1000),
-                              Simulated(model="Other", task="train", row="train-b1-s256", tensor_peak_bytes=2000)))
+                     example=(Simulated(model="Llama", task="run it", row="infer-b1-s256", tensor_peak_bytes=1000,
+                                        cuda_reserved_bytes=1500),
+                              Simulated(model="Other", task="train", row="train-b1-s256", tensor_peak_bytes=2000,
+                                        cuda_reserved_bytes=2500)))
     simulated = build_context(rows, ProcessModel(0.0, 500.0, 3, "three rows"), table).example
-    assert simulated.simulated_model == "Llama" and [s.need.n_bytes for s in simulated.simulated] == [1500, 2500]
+    assert simulated.simulated_model == "Llama"
+    assert [s.need.n_bytes for s in simulated.simulated] == [1500 + CUDA_CONTEXT_BYTES, 2500 + CUDA_CONTEXT_BYTES]
     unbuilt = replace(_row("infer-b1-s512", 0, status="oom", phase="load"), model=ModelInfo("", "", "", "", 0, 0))
     assert build_context([unbuilt, *rows]).model_name == "tiny"  # a row that never built its model names none
     failed_baseline = replace(baseline, summary=Summary(status="oom"))
@@ -534,7 +537,7 @@ def test_every_refusal_names_the_file_and_the_table() -> None:
     assert _refused(_in_result(text, 'status = "ok"', 'status = "maybe"'), name).endswith(
         "is not one of ok, oom, killed, timeout, error")
     assert _refused(text.replace('mode = "train"', 'mode = "walk"'), name).endswith(
-        "is not one of baseline, inference, train")
+        "is not one of baseline, inference, train, generate")
     assert _refused(text.replace('dtype = "float32"', 'dtype = "int3"'), name).endswith(
         "is not one of float32, bfloat16, float16")
     assert _refused(text.replace("batch_size = 8", "batch_size = 0"), name).startswith(f"{name}: [row] ")
@@ -650,3 +653,177 @@ def test_a_threshold_given_to_compare_reaches_every_row() -> None:
 
     assert compare(selection(1000, "a"), selection(1030, "b")).rows[0].verdict == "same"
     assert compare(selection(1000, "a"), selection(1030, "b"), 0.01).rows[0].verdict == "more"
+
+
+def test_the_exact_tensor_diff_by_hand() -> None:
+    from generator.diff.compare import diff_row, disagreement, signed_size
+
+    def predicted(net: int, tensor: int, activations: int) -> RowResult:
+        base = _row("train-b8-s256", net, prediction=tensor)
+        return replace(base, prediction=replace(base.prediction, activations_bytes=activations, weights_bytes=7))
+
+    same = diff_row("r", predicted(1000 * MIB, 500 * MIB, 100), predicted(1000 * MIB, 500 * MIB, 100), None)
+    assert same.tensor is not None and (same.tensor.verdict, same.tensor.moved_most, same.tensor.disagrees) == (
+        "same", "", "")
+    grew = diff_row("r", predicted(1000 * MIB, 500 * MIB, 100), predicted(1000 * MIB, 500 * MIB + 128, 228), None)
+    assert grew.tensor is not None and (grew.tensor.change_bytes, grew.tensor.verdict) == (128, "more")
+    assert grew.tensor.moved_most == "activations and temporaries (+128 bytes)"
+    assert grew.tensor.disagrees == "the tensors moved by less than the measurement can see"
+    shrank = diff_row("r", predicted(1000 * MIB, 500 * MIB, 100 * MIB), predicted(1000 * MIB, 400 * MIB, 0), None)
+    assert shrank.tensor is not None and shrank.tensor.verdict == "less" and shrank.tensor.change == -0.2
+    assert shrank.tensor.moved_most == "activations and temporaries (−100 MiB)"
+    assert shrank.tensor.disagrees == "the tensors moved beyond the measured threshold, the measurement did not"
+    process = diff_row("r", predicted(1000 * MIB, 500 * MIB, 1), predicted(1200 * MIB, 500 * MIB, 1), None)
+    assert process.verdict == "more" and process.tensor is not None
+    assert process.tensor.disagrees.startswith("the measurement moved, the tensors did not")
+    both = disagreement("more", 0.2, "more", 0.05)
+    assert both == "" and disagreement("more", 0.02, "more", 0.05).startswith("the measurement moved")
+    assert disagreement("more", 0.03, "more", 0.05) == ""
+    assert diff_row("r", _row("train-b8-s256", 1000), predicted(1000, 5, 1), None).tensor is None
+    assert (signed_size(-2048), signed_size(2 * MIB)) == ("−2,048 bytes", "+2 MiB")
+
+
+def test_a_tuned_row_has_a_tighter_floor_and_its_twin_defers_to_it() -> None:
+    from generator.diff.compare import Side, compare, threshold_for
+    from generator.store.catalog import Selection
+
+    side = Side(1000 * MIB, 1000 * MIB, 1000 * MIB, 3, "", {}, "ok")
+    assert threshold_for(side, side, None) == (0.05, "noise floor")
+    assert threshold_for(side, side, None, "glibc-tuned") == (0.005, "noise floor")
+    small = Side(400 * MIB, 400 * MIB, 400 * MIB, 3, "", {}, "ok")
+    assert threshold_for(small, small, None, "glibc-tuned") == (0.01, "noise floor")  # 4 MiB of 400
+
+    def selection(name: str, plain: int, tuned: int) -> Selection:
+        rows = (_row("train-b8-s256", plain), _row("train-b8-s256-glibc-tuned", tuned), _row("infer-b8-s256", 10))
+        return Selection(environment=name, model="tiny", folder=Path(name),
+                         results=tuple(replace(r, environment=replace(ENV, id=name)) for r in rows))
+
+    found = compare(selection("a", 1000 * MIB, 900 * MIB), selection("b", 1060 * MIB, 903 * MIB))
+    by_row = {row.row: row for row in found.rows}
+    assert by_row["train-b8-s256"].verdict == "more" and by_row["train-b8-s256"].judged_on == (
+        "train-b8-s256-glibc-tuned")
+    assert by_row["train-b8-s256-glibc-tuned"].verdict == "same" and found.worse == ()
+    worse = compare(selection("a", 1000 * MIB, 900 * MIB), selection("b", 1000 * MIB, 910 * MIB))
+    assert [row.row for row in worse.worse] == ["train-b8-s256-glibc-tuned"]  # +1.1 % past the 0.5 % floor
+    assert {row.row: row.judged_on for row in worse.rows}["infer-b8-s256"] == ""
+
+
+def test_accuracy_out_of_sample_by_hand() -> None:
+    from generator.store.accuracy import accuracy, band
+
+    def measured(model: str, row: str, tensor: int, net: int) -> RowResult:
+        base = _row(row, net, prediction=tensor)
+        return replace(base, model=replace(base.model, name=model))
+
+    # model a: net = 2 × tensor; model b: net = 2 × tensor + 30; three rows each
+    rows = [measured("a", f"train-b{b}-s256", 100 * b, 200 * b) for b in (1, 2, 4)]
+    rows += [measured("b", f"train-b{b}-s256", 100 * b, 200 * b + 30) for b in (1, 2, 4)]
+    rows.append(replace(measured("a", "train-b8-s256-glibc-tuned", 800, 820), model=replace(MODEL, name="a")))
+    found = accuracy(rows, "glibc")
+    assert found is not None and len(found.rows) == 6
+    held_out = {(r.model, r.row): r.out_of_sample_bytes for r in found.rows}
+    assert held_out[("a", "train-b1-s256")] == 230 and held_out[("b", "train-b4-s256")] == 800
+    # b's rows predicted from a's line (no +30) are under by 30: the worst is batch 1, 230 measured over 200
+    assert found.margin == 0.14  # u = 230 / 200 − 1 = 0.15; m = 0.15 / 1.15 = 0.1304..., rounded up
+    assert found.exceeded(found.margin) == 0 and found.exceeded(0.10) == 1
+    assert found.within(0.05) == 2 and found.worst_abs() == pytest.approx(30 / 200)  # 3.75 % and 3.6 % only
+    assert band(()) is None and accuracy(rows, "jemalloc") is None
+    tuned = accuracy(rows, "glibc-tuned")
+    assert tuned is not None and tuned.margin is None and tuned.rows[0].out_of_sample_bytes == 0
+
+
+# ---------------------------------------------------------------- fit's targets, parameters and margin
+
+
+def _prediction(tensor: int, cuda: int = 0, expandable: int = 0, parameters: int = 0, trainable: int = 0):
+    return Prediction(tensor_peak_bytes=tensor, phase="", weights_bytes=0, gradients_bytes=0, optimizer_bytes=0,
+                      activations_bytes=0, parameters=parameters, trainable_parameters=trainable, method="",
+                      cuda_reserved_bytes=cuda, cuda_expandable_bytes=expandable)
+
+
+def test_each_target_adds_its_own_overhead() -> None:
+    model = ProcessModel(0.5, 10.0, 3, "three rows")
+    predicted = _prediction(1000, cuda=3000, expandable=2000)
+    assert fit_search.expected_peak(predicted, model, "cpu") == 1510
+    assert fit_search.expected_peak(predicted, model, "gpu") == 3000 + CUDA_CONTEXT_BYTES
+    assert fit_search.expected_peak(predicted, model, "gpu-expandable") == 2000 + CUDA_CONTEXT_BYTES
+    assert fit_search.overhead_text(model, "cpu") == model.describe()
+    assert fit_search.overhead_text(model, "gpu") == (
+        "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance (512 MiB); simulated, "
+        "not validated on a device")
+    assert fit_search.overhead_text(model, "gpu-expandable").startswith(
+        "the caching allocator's reserve with expandable segments (simulated) plus the context (512 MiB)")
+
+
+def test_the_predictor_counts_the_base_models_parameters() -> None:
+    def simulator(row, source):
+        lora = bool(row.lora_rank)
+        return _prediction(1000 * row.batch_size, cuda=2000 * row.batch_size, parameters=1100 if lora else 1000,
+                           trainable=100 if lora else 1000)
+
+    model = ProcessModel(0.0, 0.0, 3, "x")
+    lora_first = fit_search.Predictor(None, model, simulator)  # type: ignore[arg-type]
+    assert (lora_first.target, lora_first.parameters) == ("cpu", 0)
+    assert lora_first.peak("train-b2-s256-lora8") == 2000 and lora_first.parameters == 1000
+    lora_first.peak("train-b4-s256")  # the first count stays
+    assert lora_first.parameters == 1000
+    plain = fit_search.Predictor(None, model, simulator, target="gpu")  # type: ignore[arg-type]
+    assert plain.peak("train-b2-s256") == 4000 + CUDA_CONTEXT_BYTES and plain.parameters == 1000
+    answer = fit_search.largest_batch(plain, "full training", 256, 10**9)
+    assert answer.parameters == 1000
+
+
+def test_the_default_margin_is_the_validated_band(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import generator.measure.environment as environment
+
+    monkeypatch.setattr(environment, "collect_environment", lambda: ENV)
+    assert fit_search.validated_margin(tmp_path, "glibc", "gpu") == (
+        0.10, "the stated margin for a GPU; the allocator model is not validated on a device")
+    assert fit_search.validated_margin(tmp_path, "glibc", "cpu") == (
+        0.10, "the stated margin; no out-of-sample band under glibc on this machine yet")
+    for name, extra in (("a", 0), ("b", 30)):
+        folder = tmp_path / ENV.id / name
+        for batch in (1, 2, 4):
+            base = _row(f"train-b{batch}-s256", 200 * batch + extra, prediction=100 * batch)
+            save(replace(base, model=replace(base.model, name=name)), folder)
+    assert fit_search.validated_margin(tmp_path, "glibc", "cpu") == (
+        0.14, "the band that 6 rows measured under glibc, each predicted by a model fitted without its own model, "
+              "never exceeded")
+    assert fit_search.validated_margin(tmp_path, "glibc-tuned", "cpu")[0] == 0.10
+
+
+def test_more_edges_of_diff_units_findings_and_the_codec(tmp_path: Path) -> None:
+    from generator.diff.compare import diff_row, disagreement, signed_size
+    from generator.store.catalog import Catalog
+    from generator.store.overhead import overhead_model
+    from generator.units import signed_mib
+
+    assert (signed_mib(100 * 1024), signed_mib(-100 * 1024), signed_mib(0), signed_mib(-MIB)) == (
+        "0 MiB", "0 MiB", "0 MiB", "−1 MiB")
+    assert (signed_size(MIB), signed_size(MIB + MIB // 4)) == ("+1 MiB", "+1 MiB")
+    assert disagreement("more", 0.05, "same", 0.05) == (
+        "the tensors moved beyond the measured threshold, the measurement did not")
+    assert disagreement("same", 0.0, "less", 0.05).startswith("the measurement moved")
+    assert disagreement("more", 0.025, "more", 0.05) == ""  # half the threshold: the tensors explain a part
+    base = _row("train-b8-s256", 1000 * MIB, prediction=500 * MIB)
+    one_byte = replace(base, prediction=replace(base.prediction, tensor_peak_bytes=500 * MIB + 1))
+    found = diff_row("r", base, one_byte, None).tensor
+    assert found is not None and (found.verdict, found.before_bytes, found.after_bytes) == (
+        "more", 500 * MIB, 500 * MIB + 1)
+    empty = replace(base, prediction=replace(base.prediction, tensor_peak_bytes=0))
+    assert diff_row("r", empty, base, None).tensor.change == 0.0  # type: ignore[union-attr]
+    tuned_views = _views(_row("train-b8-s256", 8000), _row("train-b8-s256-glibc-tuned", 6000))
+    tuned = findings(tuned_views, P, None, 256).allocator
+    assert tuned is not None and (tuned.subject.id, tuned.reference.id) == ("train-b8-s256-glibc-tuned",
+                                                                           "train-b8-s256")
+    text = to_toml(_row("train-b8-s256", 5000))
+    assert _refused(text.replace('allocator = "glibc"', 'allocator = "mimalloc"')) == (
+        "train-b8-s256.toml: [row] allocator 'mimalloc' is not one of glibc, glibc-tuned, jemalloc, tcmalloc")
+    for batch in (1, 2, 4):
+        tuned_row = _row(f"train-b{batch}-s256-glibc-tuned", 100 * batch + 7, prediction=100 * batch)
+        save(tuned_row, tmp_path / "cpu-x" / "m")
+    model = overhead_model(Catalog(tmp_path), "cpu-x", "glibc-tuned")
+    assert model.rows == 3 and model.fixed == pytest.approx(7.0)
+    allocators = [_row(f"train-b8-s256{suffix}", 1000 + i, nets=(1000 + i,)) for i, suffix in
+                  enumerate(("", "-glibc-tuned", "-jemalloc"))]
+    assert build_context(allocators).allocators is not None

@@ -305,12 +305,12 @@ def test_the_overhead_model_by_hand() -> None:
     pairs = measured_pairs(results)
     expected = [(r.prediction.tensor_peak_bytes, r.summary.net_peak_bytes) for r in results  # type: ignore[union-attr]
                 if r.prediction is not None and r.summary.ok and r.row.mode != "baseline"
-                and not r.row.memory_limit_bytes]
+                and not r.row.memory_limit_bytes and r.row.allocator == "glibc"]
     assert pairs == expected and len(pairs) >= 3
     model = overhead_model(catalog, mine.name)
     assert model.rows == len(pairs) and model.source.endswith(f"in {mine.name}")
     models = sorted({r.model.name for r in results if r.prediction is not None})
-    assert model.source == f"{len(pairs)} measured rows of {', '.join(models)} in {mine.name}"
+    assert model.source == f"{len(pairs)} measured rows of {', '.join(models)} under glibc in {mine.name}"
     line = fit_line([t for t, _ in pairs], [m for _, m in pairs])
     assert line is not None and model.proportional == pytest.approx(line.slope - 1)
     assert model.fixed == pytest.approx(line.intercept)
@@ -347,4 +347,5 @@ def test_three_pairs_are_enough_and_unpredicted_models_are_not_named(tmp_path) -
         net = 2 * tensor * MIB
         save(replace(_result(net, net, net, row=f"train-b{batch}-s256"), prediction=prediction), folder)
     model = overhead_model(Catalog(tmp_path), "cpu-x")
-    assert (model.rows, model.proportional, model.source) == (3, pytest.approx(1.0), "3 measured rows of m in cpu-x")
+    assert (model.rows, model.proportional, model.source) == (3, pytest.approx(1.0),
+                                                              "3 measured rows of m under glibc in cpu-x")

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from generator.budget import ProcessModel
+from generator.matrix import DEFAULT_ALLOCATOR
+from generator.report.allocators import AllocatorComparison, compare_allocators
 from generator.report.example import (
     Budget,
     Example,
@@ -69,6 +71,7 @@ class PageContext:
     headline: Headline | None = None
     verdict: Verdict | None = None
     noise: Noise | None = None
+    allocators: AllocatorComparison | None = None
 
 
 def built_on(results: Sequence[RowResult]) -> str:
@@ -136,13 +139,14 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         measured_on=max(r.measured_at for r in rows.ordered)[:10],
         built_on=built_on(rows.ordered),
         baseline=figure(baseline.summary.baseline_bytes) if baseline else None,
-        rows=tuple(view for view in uncapped.values() if view.mode != "baseline"),
+        rows=tuple(view for view in uncapped.values()
+                   if view.mode != "baseline" and view.allocator == DEFAULT_ALLOCATOR),
         failed_rows=tuple(view for view in views.values() if not view.ok and not view.memory_limit),
         has_cuda=any(view.cuda_reserved for view in views.values()),
         budget=budget(parameters, plain),
         findings=page_findings,
         example=replace(example(uncapped, page_findings.fit, parameters, seq_len),
-                        simulated=simulated_lines(fit_table, process),
+                        simulated=simulated_lines(fit_table),
                         simulated_model=fit_table.example[0].model if fit_table and fit_table.example else ""),
         capped_runs=runs,
         peak_method=next((r.repeats[0].peak_method for r in rows.ordered if r.repeats), ""),
@@ -152,4 +156,5 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         headline=headline(uncapped, seq_len, runs),
         noise=noise(rows.ordered),
         verdict=verdict(page_findings, uncapped, seq_len, overhead),
+        allocators=compare_allocators(list(rows.ordered)),
     )

@@ -10,6 +10,7 @@ from generator.budget import (
     per_token_cost,
     weight_bytes,
 )
+from generator.matrix import DEFAULT_ALLOCATOR
 from generator.report.views import PHASE_LABELS, Figure, OverheadSummary, Ratio, RowView, figure, ratio, share
 from generator.store.records import RowResult
 from generator.units import MIB, format_mib, signed_percent
@@ -63,6 +64,7 @@ class Findings:
     checkpointing: Comparison | None
     half_precision: Comparison | None
     lora: Comparison | None
+    allocator: Comparison | None  # glibc with fixed mmap and trim thresholds against the default, batch-8 training
     lora_trainable: str
     lora_share: str
     lora_targets: str  # "q_proj, v_proj", as the LoRA row recorded them
@@ -121,7 +123,8 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
 def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
     """Least squares of net peak on tokens per step over plain fp32 training rows at one length."""
     plain = [r for r in rows if r.mode == "train" and r.net and r.dtype == "float32" and r.seq_len == seq_len
-             and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit]
+             and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit
+             and r.allocator == DEFAULT_ALLOCATOR]
     if len({r.tokens for r in plain}) < 3 or len({r.net.n_bytes for r in plain if r.net}) < 2:
         return None  # a line needs three lengths, and a correlation needs the peaks to differ
     line = per_token_cost([r.tokens for r in plain], [r.net.n_bytes for r in plain if r.net])
@@ -148,6 +151,7 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
         checkpointing=compare(by_id.get(f"train-b8-{s}-ckpt"), plain),
         half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
         lora=compare(lora_row, plain),
+        allocator=compare(by_id.get(f"train-b8-{s}-glibc-tuned"), plain),
         lora_trainable=f"{trainable:,}",
         lora_targets=lora_row.lora_targets if lora_row else "",
         lora_share=f"{trainable / parameters * 100:.2f} %" if parameters else "",
@@ -222,7 +226,7 @@ def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
     fixed = sum(c.n_bytes for c in row.components if c.name != "activations and the rest")
     fixed_share = fixed / row.net.n_bytes
     for_fixed = [c for c in (found.lora, found.half_precision) if c is not None]
-    for_activations = [c for c in (found.checkpointing,) if c is not None]
+    for_activations = [c for c in (found.checkpointing, found.allocator) if c is not None]
     first, then = (for_fixed, for_activations) if fixed_share >= 0.5 else (for_activations, for_fixed)
     return Verdict(intercept=found.fit.intercept, per_token=found.fit.per_token,
                    overhead=overhead.median if overhead else None, row=row, fixed=figure(fixed),

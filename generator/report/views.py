@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.budget import ProcessModel, fixed_costs, weight_bytes
-from generator.matrix import RowSpec
+from generator.matrix import DEFAULT_ALLOCATOR, RowSpec
 from generator.store.records import RowResult
 from generator.units import format_mib, mib_range, signed_percent
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
-                "optimizer": "optimizer step 1", "step2": "step 2"}
+                "optimizer": "optimizer step 1", "decode": "decode (step 1)", "step2": "step 2"}
 PHASE_ORDER = tuple(PHASE_LABELS)
-MODE_LABELS = {"inference": "inference", "train": "training"}
+MODE_LABELS = {"inference": "inference", "train": "training", "generate": "generation"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,9 @@ class RowView:
     prediction_error: Ratio | None = None  # (predicted − measured) / measured, signed
     overhead_share: Ratio | None = None  # (measured − tensor peak) / tensor peak: held beyond the tensors
     lora_targets: str = ""  # "q_proj, v_proj"
+    allocator: str = DEFAULT_ALLOCATOR
+    step_seconds: float = 0.0  # the median over repeats of the two steps' time
+    time_text: str = ""  # '27.4 s (26.0–28.9)': the repeats' wall time, median and range
 
 
 def figure(n_bytes: int) -> Figure:
@@ -113,14 +116,20 @@ def row_label(row: RowSpec, lora_targets: str = "") -> str:
     if row.mode == "baseline":
         return "imports only (baseline)"
     parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
+    if row.new_tokens:
+        parts[0] += f" prompt + {row.new_tokens} new tokens with the KV cache"
     if row.gradient_checkpointing:
         parts.append("gradient checkpointing")
+    if row.amp:
+        parts.append("bf16 autocast over fp32 weights and AdamW")
     if row.dtype != "float32":
         parts.append(f"{row.dtype} weights and AdamW state")
     if row.lora_rank:
         parts.append(f"LoRA r={row.lora_rank}" + (f" on {', '.join(lora_targets.split())}" if lora_targets else ""))
     if row.memory_limit_bytes:
         parts.append(f"capped at {format_mib(row.memory_limit_bytes)}")
+    if row.allocator != DEFAULT_ALLOCATOR:
+        parts.append(f"under {row.allocator}")
     return ", ".join(parts)
 
 
@@ -168,8 +177,18 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
                 if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes else ""),
         repeats=len(result.repeats), repeats_note=summary.repeats_note,
         lora_targets=", ".join(summary.lora_targets.split()),
+        allocator=row.allocator, step_seconds=summary.steps_seconds, time_text=time_text(result),
         **prediction_fields(result, process),
     )
+
+
+def time_text(result: RowResult) -> str:
+    """A row's wall time with its spread over independent repeats: one repeat's time is not a finding."""
+    times = sorted(r.wall_seconds for r in result.repeats if r.status == "ok" and r.wall_seconds)
+    if not times:
+        return "–"
+    median = statistics.median(times)
+    return f"{median:.1f} s" + (f" ({times[0]:.1f}–{times[-1]:.1f})" if len(times) > 1 else " (1 repeat)")
 
 
 _BYTES_IN_TEXT = re.compile(r"\b(\d{7,}) bytes\b")
@@ -207,7 +226,8 @@ class OverheadSummary:
 
 def overhead_summary(views: Sequence[RowView], process: ProcessModel | None) -> OverheadSummary | None:
     """The spread of measured − tensor peak across the rows that carry a prediction."""
-    shares = [(view.overhead_share.value, view.id) for view in views if view.overhead_share is not None]
+    shares = [(view.overhead_share.value, view.id) for view in views
+              if view.overhead_share is not None and view.allocator == DEFAULT_ALLOCATOR]
     if not shares or process is None:
         return None
     values = sorted(value for value, _ in shares)
