@@ -176,15 +176,15 @@ def check_row(row: RowSpec, text: str = "") -> None:
         raise RowError(f"row {name!r}: checkpointing, autocast and LoRA only apply to training rows")
     if row.amp and row.dtype != "float32":
         raise RowError(f"row {name!r}: amp autocasts over fp32 weights; it takes no {row.dtype} weights")
+    if not 1 <= row.batch_size <= MAX_BATCH:
+        raise RowError(f"row {name!r}: batch size must be between 1 and {MAX_BATCH}")
+    if not 1 <= row.seq_len <= MAX_SEQ_LEN:
+        raise RowError(f"row {name!r}: sequence length must be between 1 and {MAX_SEQ_LEN}")
     if (row.mode == "generate") != (row.new_tokens > 0):
         raise RowError(f"row {name!r}: new tokens (n<count>) belong to generation rows (gen-...) only")
     if not 0 <= row.new_tokens <= MAX_NEW_TOKENS or row.positions > MAX_SEQ_LEN:
         raise RowError(f"row {name!r}: new tokens must be between 1 and {MAX_NEW_TOKENS}, and the prompt and "
                        f"new tokens at most {MAX_SEQ_LEN}")
-    if not 1 <= row.batch_size <= MAX_BATCH:
-        raise RowError(f"row {name!r}: batch size must be between 1 and {MAX_BATCH}")
-    if not 1 <= row.seq_len <= MAX_SEQ_LEN:
-        raise RowError(f"row {name!r}: sequence length must be between 1 and {MAX_SEQ_LEN}")
     if row.tokens_per_step > MAX_TOKENS_PER_STEP:
         raise RowError(f"row {name!r}: {row.tokens_per_step} tokens per step is more than {MAX_TOKENS_PER_STEP}")
     if row.lora_rank < 0 or row.lora_rank > 1024:
