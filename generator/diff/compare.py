@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from generator.matrix import RowSpec
 from generator.store.catalog import Selection
 from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
+from generator.store.history import CATEGORY_FIELDS
 from generator.store.records import ResultsError, RowResult
 from generator.units import signed_mib
 
@@ -160,10 +161,6 @@ def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, ove
                    moved_most(old, new), tensor_change(before, after, verdict, threshold))
 
 
-CATEGORIES = {"weights": "weights_bytes", "gradients": "gradients_bytes", "AdamW state": "optimizer_bytes",
-              "activations and temporaries": "activations_bytes"}
-
-
 def tensor_change(before: RowResult, after: RowResult, measured: str, threshold: float) -> TensorChange | None:
     """The exact change of the simulated tensor peak, where both rows carry a prediction."""
     old, new = before.prediction, after.prediction
@@ -171,7 +168,7 @@ def tensor_change(before: RowResult, after: RowResult, measured: str, threshold:
         return None
     change_bytes = new.tensor_peak_bytes - old.tensor_peak_bytes
     verdict = "more" if change_bytes > 0 else "less" if change_bytes < 0 else "same"
-    moves = {name: getattr(new, key) - getattr(old, key) for name, key in CATEGORIES.items()}
+    moves = {name: getattr(new, key) - getattr(old, key) for name, key in CATEGORY_FIELDS.items()}
     name = max(moves, key=lambda category: abs(moves[category]))
     moved = f"{name} ({signed_size(moves[name])})" if moves[name] else ""
     change = change_bytes / old.tensor_peak_bytes if old.tensor_peak_bytes else 0.0
