@@ -47,14 +47,21 @@ def cells(row: RowDiff) -> list[str]:
 
 
 def _tensor(row: RowDiff) -> str:
-    """'same', or '+12 MiB, +0.41 % (activations and temporaries (+12 MiB)); the measurement did not move'."""
+    """'same', or '+12 MiB (activations and temporaries); below the noise'."""
     tensor = row.tensor
     if tensor is None:
         return "–"
     text = "same" if tensor.verdict == "same" else (
-        f"{signed_size(tensor.change_bytes)}, {signed_percent(tensor.change, 2)}"
-        + (f" in {tensor.moved_most}" if tensor.moved_most else ""))
-    return f"{text}; {tensor.disagrees}" if tensor.disagrees else text
+        f"{signed_size(tensor.change_bytes)} ({tensor.moved_most.split(' (')[0]})" if tensor.moved_most
+        else signed_size(tensor.change_bytes))
+    return f"{text}; {SHORT.get(tensor.disagrees, tensor.disagrees)}" if tensor.disagrees else text
+
+
+# The flags of TensorChange.disagrees, short enough for a table cell (JSON keeps the sentence).
+SHORT = {"the tensors moved by less than the measurement can see": "below the noise",
+         "the tensors moved beyond the measured threshold, the measurement did not": "measurement did not move",
+         "the measurement moved, the tensors did not: the allocator or the process, not the tensors":
+             "not the tensors"}
 
 
 def _preamble(comparison: Comparison) -> list[str]:

@@ -20,7 +20,8 @@ class FitModelView:
 
     name: str
     parameters_text: str
-    rows: tuple[tuple[str, ...], ...]  # (kind, cell, cell, ...)
+    rows: tuple[tuple[str, ...], ...]  # (kind, cell, cell, ...): the GPU budgets
+    cpu_rows: tuple[tuple[str, ...], ...] = ()  # the same for the CPU budgets, a table of its own
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class FitPageContext:
     process_model: str
     budgets: tuple[Budget, ...]
     models: tuple[FitModelView, ...]
+    gpu_budgets: tuple[str, ...] = ()
+    cpu_budgets: tuple[str, ...] = ()
     gpu_margin_text: str = ""
     cpu_margin_text: str = ""
     context_allowance: str = ""
@@ -166,16 +169,21 @@ def site_answers(table: FitTable, process: ProcessModel,
     return answers
 
 
+def _table(mine: list[tuple[Budget, FitAnswer]], target: str) -> tuple[tuple[str, ...], ...]:
+    """A row per way of running the config, a column per budget of one target."""
+    by_key = {(answer.kind, budget.label): answer for budget, answer in mine}
+    labels = dict.fromkeys(budget.label for budget, _ in mine if budget.target == target)
+    return tuple((kind, *(cell(by_key[(kind, label)]) for label in labels))
+                 for kind in dict.fromkeys(answer.kind for _, answer in mine))
+
+
 def model_views(answers: list[tuple[Budget, FitAnswer]]) -> tuple[FitModelView, ...]:
-    """One table per config, a row per way of running it, a column per budget."""
-    budgets = tuple(dict.fromkeys(budget.label for budget, _ in answers))
+    """Two tables per config, GPU and CPU budgets, a row per way of running it, a column per budget."""
     models = []
     for name in dict.fromkeys(answer.model for _, answer in answers):
         mine = [(budget, answer) for budget, answer in answers if answer.model == name]
-        by_key = {(answer.kind, budget.label): answer for budget, answer in mine}
-        rows = tuple((kind, *(cell(by_key[(kind, budget)]) for budget in budgets))
-                     for kind in dict.fromkeys(answer.kind for _, answer in mine))
-        models.append(FitModelView(name=name, parameters_text=f"{mine[0][1].parameters:,}", rows=rows))
+        models.append(FitModelView(name=name, parameters_text=f"{mine[0][1].parameters:,}",
+                                   rows=_table(mine, "gpu"), cpu_rows=_table(mine, "cpu")))
     return tuple(models)
 
 
@@ -195,6 +203,8 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
                           environment=environment, seq_len_text=f"{table.seq_len:,}" if table else "",
                           process_model=process.describe(), budgets=budgets, models=model_views(answers),
+                          gpu_budgets=tuple(b.label for b in budgets if b.target == "gpu"),
+                          cpu_budgets=tuple(b.label for b in budgets if b.target == "cpu"),
                           gpu_margin_text=f"{SITE_MARGIN:.0%}",
                           cpu_margin_text=f"{cpu_margin:.0%}" + (" (the band validated below)" if validated
                                                                  else " (no band validated: one model measured)"),

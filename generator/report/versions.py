@@ -42,6 +42,16 @@ class VersionsContext:
     history: HistoryContext | None = None  # simulated tensor peaks across many releases
 
 
+# The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
+# they fit a desktop column with the exact tensor change beside the measured one.
+PAGE_COLUMNS = tuple(column for column in COLUMNS if column not in ("peak phase", "moved most"))
+
+
+def page_cells(row: RowDiff) -> tuple[str, ...]:
+    """One row's cells, as diff renders them, in the page's columns."""
+    return tuple(cell for column, cell in zip(COLUMNS, cells(row), strict=True) if column in PAGE_COLUMNS)
+
+
 def release_label(comparison: Comparison) -> str:
     """What changed between the two set-ups, in words."""
     changes = [f"{key} {old} → {new}" for key, old, new in comparison.library_changes]
@@ -88,7 +98,7 @@ def release(comparison: Comparison) -> Release:
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
     largest = largest_change(comparison)
     return Release(label=release_label(comparison), before=comparison.before, after=comparison.after,
-                   differences=comparison.differences, rows=tuple(tuple(cells(row)) for row in comparison.rows),
+                   differences=comparison.differences, rows=tuple(page_cells(row) for row in comparison.rows),
                    counts=counts, largest=largest, largest_text=describe(largest), shifts=shifts(comparison))
 
 
@@ -110,5 +120,5 @@ def build_versions(article: Selection, others: list[Selection],
                     for item, comparison in zip(releases, comparisons, strict=True)
                     for row in comparison.rows if row.threshold_source)
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
-                           newest=article.environment, columns=COLUMNS, releases=releases, changes=changes,
+                           newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
                            across_machines=across, history=history)
