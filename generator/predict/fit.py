@@ -17,6 +17,7 @@ from generator.store.fit_table import FitAnswer
 from generator.store.records import Prediction
 
 DEFAULT_MARGIN = 0.10
+# The set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU.
 KINDS = {  # what a person asks about -> the row that answers it, with {b} the batch and {s} the length
     "generation": "gen-b{b}-s{s}-n32-bf16",
     "mixed-precision training": "train-b{b}-s{s}-amp",
@@ -27,8 +28,6 @@ KINDS = {  # what a person asks about -> the row that answers it, with {b} the b
     "16-bit training": "train-b{b}-s{s}-bf16",
     "LoRA": "train-b{b}-s{s}-lora8",
 }
-# The set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU.
-PEOPLE_RUN = ("generation", "mixed-precision training", "LoRA on a bf16 base")
 # Each kind's set-up and precision, stated beside every answer: a batch means nothing without them.
 SETUPS = {
     "generation": "bf16 weights, the prompt then 32 new tokens with the KV cache",

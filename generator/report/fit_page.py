@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel, cuda_rules, largest_batch
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKENS_PER_STEP
-from generator.store.accuracy import WITHIN, Judged, accuracy
+from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
 from generator.units import GIB, format_gib, format_mib, mib_range, signed_percent
@@ -116,11 +116,10 @@ def judged_view(row: Judged) -> JudgedRow:
                      out_of_sample_error=_error(held_out, row.measured_bytes) if held_out else "–")
 
 
-def accuracy_views(results: list[RowResult]) -> tuple[AllocatorAccuracy, ...]:
+def accuracy_views(judged: dict[str, Accuracy | None]) -> tuple[AllocatorAccuracy, ...]:
     """Each allocator's judged rows, out of sample beside in sample."""
     views = []
-    for allocator in ALLOCATORS:
-        found = accuracy(results, allocator)
+    for allocator, found in judged.items():
         if found is None:
             continue
         views.append(AllocatorAccuracy(
@@ -192,8 +191,9 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     """The page: answers from the curves, for GPU budgets with the simulated allocator and for CPU budgets
     with this environment's process model and validated band, and the accuracy tables; where no curves were
     simulated under this environment's library versions, a line that says so."""
-    checked = accuracy_views(results)
-    band = accuracy(results, DEFAULT_ALLOCATOR)
+    judged = {allocator: accuracy(results, allocator) for allocator in ALLOCATORS}  # each fitted once
+    checked = accuracy_views(judged)
+    band = judged[DEFAULT_ALLOCATOR]
     validated = band is not None and band.margin is not None
     cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
     budgets = site_budgets(cpu_margin)
