@@ -207,9 +207,12 @@ def run_predict(args: argparse.Namespace) -> int:
     """`predict`: simulate, print, and optionally record into the measured rows."""
     from generator.predict.rows import predict_rows, record, render_json, render_text
 
-    rows = parse_rows(args.rows, args.seq, None)
+    rows = tuple(under_allocators(list(parse_rows(args.rows, args.seq, None)), [args.allocator]))
+    allocators = sorted({row.allocator for row in rows})
+    if len(allocators) > 1:
+        raise UsageError(f"predict takes one allocator at a time; the rows name {', '.join(allocators)}")
     source = _model(args, rows)
-    model = _process_model(args.measurements, args.allocator)
+    model = _process_model(args.measurements, allocators[0])
     predictions = predict_rows(rows, source, model)
     sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
     if args.record:
