@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from generator.budget import ProcessModel
 from generator.matrix import DEFAULT_ALLOCATOR
 from generator.report.allocators import AllocatorComparison, compare_allocators
+from generator.report.claims import LargeModel, large_model
 from generator.report.example import (
     Budget,
     Example,
@@ -33,6 +34,7 @@ from generator.report.findings import (
     verdict,
 )
 from generator.report.views import Figure, OverheadSummary, Ratio, RowView, figure, overhead_summary, row_view
+from generator.store.configs import vocabulary_size
 from generator.store.environment import Environment
 from generator.store.fit_table import FitTable
 from generator.store.records import ModelInfo, RowResult
@@ -72,6 +74,7 @@ class PageContext:
     verdict: Verdict | None = None
     noise: Noise | None = None
     allocators: AllocatorComparison | None = None
+    large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
 
 
 def built_on(results: Sequence[RowResult]) -> str:
@@ -129,7 +132,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
     lora_row = next((v for v in uncapped.values() if v.lora_rank and v.ok), None)
     baseline = next((r for r in rows.ordered if r.row.mode == "baseline" and r.summary.ok), None)
     plain = uncapped.get(f"train-b8-s{seq_len}")
-    page_findings = findings(uncapped, parameters, lora_row, seq_len)
+    page_findings = findings(uncapped, parameters, lora_row, seq_len, vocabulary_size(rows.first.model.config_sha256))
     runs = capped_runs(rows.ordered, views)
     overhead = overhead_summary(list(views.values()), process)
     return PageContext(
@@ -157,4 +160,5 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         noise=noise(rows.ordered),
         verdict=verdict(page_findings, uncapped, seq_len, overhead),
         allocators=compare_allocators(list(rows.ordered)),
+        large_model=large_model(fit_table),
     )

@@ -11,6 +11,7 @@ from generator.budget import (
     weight_bytes,
 )
 from generator.matrix import DEFAULT_ALLOCATOR
+from generator.report.claims import HalfPrecision, LogitsShare, SameTokens, half_precision, logits_share, same_tokens
 from generator.report.views import PHASE_LABELS, Figure, OverheadSummary, Ratio, RowView, figure, ratio, share
 from generator.store.records import RowResult
 from generator.units import MIB, format_mib, signed_percent
@@ -69,6 +70,9 @@ class Findings:
     lora_share: str
     lora_targets: str  # "q_proj, v_proj", as the LoRA row recorded them
     fit: TokenFit | None
+    sixteen_bit: HalfPrecision | None = None  # what halves in 16-bit, and what the rest does
+    logits: LogitsShare | None = None  # one copy of the logits against the simulated activations
+    tokens: SameTokens | None = None  # the longer sequence against the larger batch, at the same tokens
 
 
 @dataclass(frozen=True)
@@ -135,8 +139,9 @@ def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
                     rows=tuple(r.id for r in plain))
 
 
-def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | None, seq_len: int) -> Findings:
-    """Every bullet of the findings section."""
+def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | None, seq_len: int,
+             vocabulary: int = 0) -> Findings:
+    """Every bullet of the findings section; vocabulary sizes the logits (0: not known, no sentence)."""
     s = f"s{seq_len}"
     plain = by_id.get(f"train-b8-{s}")
     fp32_weights = weight_bytes(parameters, "float32")
@@ -156,6 +161,9 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
         lora_targets=lora_row.lora_targets if lora_row else "",
         lora_share=f"{trainable / parameters * 100:.2f} %" if parameters else "",
         fit=token_fit(list(by_id.values()), seq_len),
+        sixteen_bit=half_precision(by_id.get(f"train-b8-{s}-bf16"), plain),
+        logits=logits_share(plain, vocabulary),
+        tokens=same_tokens(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
     )
 
 

@@ -89,6 +89,9 @@ class RowView:
     allocator: str = DEFAULT_ALLOCATOR
     step_seconds: float = 0.0  # the median over repeats of the two steps' time
     time_text: str = ""  # '27.4 s (26.0–28.9)': the repeats' wall time, median and range
+    net_low: int = 0  # the lowest and highest net peak of the independent repeats, in bytes
+    net_high: int = 0
+    simulated_activations: Figure | None = None  # the simulation's activations and temporaries at its peak
 
 
 def figure(n_bytes: int) -> Figure:
@@ -178,6 +181,8 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
         repeats=len(result.repeats), repeats_note=summary.repeats_note,
         lora_targets=", ".join(summary.lora_targets.split()),
         allocator=row.allocator, step_seconds=summary.steps_seconds, time_text=time_text(result),
+        net_low=summary.net_peak_min_bytes if summary.ok else 0,
+        net_high=summary.net_peak_max_bytes if summary.ok else 0,
         **prediction_fields(result, process),
     )
 
@@ -208,6 +213,7 @@ def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     expected = process.expected(tensor) if process is not None else tensor
     measured = summary.net_peak_bytes
     return {"tensor_peak": figure(tensor), "predicted": figure(expected),
+            "simulated_activations": figure(prediction.activations_bytes),
             "prediction_error": signed((expected - measured) / measured) if measured else None,
             "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
 

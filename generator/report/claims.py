@@ -1,0 +1,126 @@
+"""The article's sentences that state a direction or a size, each decided by the data: what 16-bit halves, how
+much of the activations one copy of the logits is, whether tokens or the length drive activations, and which fix
+a large model should try first. Each returns None where its rows are missing, and the template words the sentence
+from the fields here, never from a fixed claim."""
+
+from dataclasses import dataclass
+
+from generator.budget import fixed_costs
+from generator.matrix import parse_row
+from generator.report.views import Figure, Ratio, RowView, figure, share, signed
+from generator.store.fit_table import FitTable
+from generator.units import format_gib
+
+HALVES = -0.45  # a change of −45 % or more reads as "halves"; anything smaller is stated as its own size
+FIXED_ARRAYS = ("weights", "gradients", "AdamW state")
+
+
+def _fixed(row: RowView) -> int:
+    return sum(c.n_bytes for c in row.components if c.name in FIXED_ARRAYS)
+
+
+def _direction(change: float) -> str:
+    return "fall" if change < 0 else "rise" if change > 0 else "stay level"
+
+
+@dataclass(frozen=True)
+class HalfPrecision:
+    """16-bit against fp32 training: the P-sized arrays against activations and the rest."""
+
+    arrays_before: Figure
+    arrays_after: Figure
+    rest_before: Figure
+    rest_after: Figure
+    rest_change: Ratio  # signed
+    rest_size: Ratio  # its size, unsigned: "26 %"
+    rest_direction: str  # "fall", "rise" or "stay level"
+    rest_halves: bool
+
+
+def half_precision(bf16: RowView | None, fp32: RowView | None) -> HalfPrecision | None:
+    """What halves when weights and AdamW state go to 16 bits, and what the rest of the peak does."""
+    if not bf16 or not fp32 or not bf16.net or not fp32.net or not bf16.components or not fp32.components:
+        return None
+    rest_before, rest_after = fp32.net.n_bytes - _fixed(fp32), bf16.net.n_bytes - _fixed(bf16)
+    if rest_before <= 0:
+        return None
+    change = rest_after / rest_before - 1
+    return HalfPrecision(arrays_before=figure(_fixed(fp32)), arrays_after=figure(_fixed(bf16)),
+                         rest_before=figure(rest_before), rest_after=figure(rest_after), rest_change=signed(change),
+                         rest_size=share(abs(change)),
+                         rest_direction=_direction(change), rest_halves=change <= HALVES)
+
+
+@dataclass(frozen=True)
+class LogitsShare:
+    """One fp32 copy of the logits (batch × length × vocabulary × 4 bytes) against the simulated activations."""
+
+    vocabulary: str
+    one_copy: Figure
+    activations: Figure
+    share: Ratio
+    most: bool  # one copy is more than half of the activations
+
+
+def logits_share(row: RowView | None, vocabulary: int) -> LogitsShare | None:
+    """How much of a training row's simulated activations one copy of its logits is."""
+    if row is None or not vocabulary or row.simulated_activations is None or row.simulated_activations.n_bytes <= 0:
+        return None
+    copy = row.tokens * vocabulary * 4
+    value = copy / row.simulated_activations.n_bytes
+    return LogitsShare(vocabulary=f"{vocabulary:,}", one_copy=figure(copy), activations=row.simulated_activations,
+                       share=share(value), most=value > 0.5)
+
+
+@dataclass(frozen=True)
+class SameTokens:
+    """Two rows with the same tokens per step, the longer sequence against the larger batch."""
+
+    longer: RowView
+    wider: RowView
+    change: Ratio  # longer / wider − 1, signed
+    within_spread: bool  # the two rows' repeat ranges overlap: no difference the repeats can tell apart
+    direction: str  # "more" or "less": what the longer sequence needs
+
+
+def same_tokens(longer: RowView | None, wider: RowView | None) -> SameTokens | None:
+    """Whether the length or only the tokens count, judged against the repeats' spread."""
+    if not longer or not wider or not longer.net or not wider.net or wider.net.n_bytes <= 0:
+        return None
+    low_l, high_l = longer.net_low or longer.net.n_bytes, longer.net_high or longer.net.n_bytes
+    low_w, high_w = wider.net_low or wider.net.n_bytes, wider.net_high or wider.net.n_bytes
+    change = longer.net.n_bytes / wider.net.n_bytes - 1
+    return SameTokens(longer=longer, wider=wider, change=signed(change),
+                      within_spread=low_l <= high_w and low_w <= high_l, direction="more" if change > 0 else "less")
+
+
+@dataclass(frozen=True)
+class LargeModel:
+    """The worked example's model, simulated in 16-bit full training: its fixed arrays against the tensor peak."""
+
+    model: str
+    parameters: str
+    shape: str  # "batch 1 × 512"
+    fixed: Figure
+    peak: Figure
+    fixed_share: Ratio
+    fixed_dominate: bool
+
+
+def large_model(fit_table: FitTable | None) -> LargeModel | None:
+    """Which share dominates full bf16 training of the example's model at its smallest simulated shape."""
+    if fit_table is None:
+        return None
+    lines = [s for s in fit_table.example if parse_row(s.row).mode == "train" and parse_row(s.row).dtype == "bfloat16"
+             and not parse_row(s.row).lora_rank and not parse_row(s.row).amp]
+    curve = next((c for c in fit_table.curves if lines and c.model == lines[0].model), None)
+    if not lines or curve is None:
+        return None
+    line = min(lines, key=lambda s: parse_row(s.row).tokens_per_step)
+    row = parse_row(line.row)
+    fixed = fixed_costs(curve.parameters, curve.parameters, row.dtype, True).total
+    value = fixed / line.tensor_peak_bytes
+    return LargeModel(model=line.model, parameters=f"{curve.parameters:,}",
+                      shape=f"batch {row.batch_size} × {row.seq_len:,}", fixed=Figure(fixed, format_gib(fixed)),
+                      peak=Figure(line.tensor_peak_bytes, format_gib(line.tensor_peak_bytes)),
+                      fixed_share=share(value), fixed_dominate=value >= 0.5)

@@ -1,0 +1,88 @@
+"""The article's sentences of direction and size follow the data: each test builds rows for one reading, renders
+the page, flips the data and checks that the sentence flips too (issue: the write-up says only what its numbers
+say). Figures by hand: P = 1,000,000 parameters, so fp32 weights, gradients and AdamW state are 16,000,000 bytes,
+and in bf16 8,000,000."""
+
+from dataclasses import replace
+
+from test_mutation_figures import P, _row, _views
+
+from generator.report.article import build_context
+from generator.report.claims import half_precision, large_model, logits_share, same_tokens
+from generator.report.render import render_markdown
+from generator.store.fit_table import Curve, FitTable, Simulated
+from generator.store.records import Prediction
+
+
+def _page(*rows, fit_table=None) -> str:
+    return render_markdown(build_context(list(rows), fit_table=fit_table))["index.md"]
+
+
+def test_what_halves_in_16_bit_follows_the_rest_of_the_peak() -> None:
+    fp32 = _row("train-b8-s256", 40_000_000)  # rest: 24,000,000
+    quarter = _row("train-b8-s256-bf16", 26_000_000)  # fixed 8,000,000, rest 18,000,000: −25 %
+    half = _row("train-b8-s256-bf16", 20_000_000)  # rest 12,000,000: −50 %
+    found = half_precision(*_views(quarter, fp32).values())
+    assert found is not None and found.rest_change.text == "−25.0 %" and found.rest_size.text == "25 %"
+    assert (found.arrays_before.n_bytes, found.arrays_after.n_bytes) == (16_000_000, 8_000_000)
+    assert not found.rest_halves and found.rest_direction == "fall"
+    assert "activations and the rest fall by 25 %" in _page(fp32, quarter)
+    assert "so the peak does not halve" in _page(fp32, quarter)
+    page = _page(fp32, half)
+    assert "activations and the rest fall by half as well" in page and "does not halve" not in page
+    grew = half_precision(*_views(_row("train-b8-s256-bf16", 38_000_000), fp32).values())
+    assert grew is not None and grew.rest_direction == "rise" and grew.rest_size.text == "25 %"
+
+
+def _with_activations(row, activations: int):
+    prediction = Prediction(tensor_peak_bytes=activations + 16_000_000, phase="step2", weights_bytes=4_000_000,
+                            gradients_bytes=4_000_000, optimizer_bytes=8_000_000, activations_bytes=activations,
+                            parameters=P, trainable_parameters=P, method="fake")
+    return replace(row, prediction=prediction)
+
+
+def test_the_logits_share_is_computed_and_most_only_when_it_is() -> None:
+    row = _with_activations(_row("train-b8-s256", 40_000_000), 20_000_000)
+    view = _views(row)["train-b8-s256"]
+    small = logits_share(view, 1_000)  # 2,048 tokens × 1,000 × 4 = 8,192,000 bytes: 41 %
+    assert small is not None and small.one_copy.n_bytes == 8_192_000 and small.share.text == "41 %" and not small.most
+    large = logits_share(view, 2_000)  # 16,384,000 bytes: 82 %
+    assert large is not None and large.share.text == "82 %" and large.most
+    assert logits_share(view, 0) is None and logits_share(_views(_row("train-b8-s256", 9))["train-b8-s256"], 9) is None
+
+
+def test_tokens_or_length_is_judged_against_the_repeats() -> None:
+    wider = _row("train-b8-s256", 10_000_000, spread=(9_800_000, 10_200_000))
+    close = _row("train-b4-s512", 10_100_000, spread=(10_000_000, 10_300_000))
+    far = _row("train-b4-s512", 10_800_000, spread=(10_700_000, 10_900_000))
+    assert same_tokens(*_views(close, wider).values()).within_spread  # type: ignore[union-attr]
+    other = _row("train-b1-s256", 5_000_000)  # the page's length is the one most rows have
+    assert "batch and length cost the same" in _page(wider, close, other)
+    found = same_tokens(*_views(far, wider).values())
+    assert found is not None and not found.within_spread and found.change.text == "+8.0 %" and found.direction == "more"
+    page = _page(wider, far, other)
+    assert "the longer sequence needs more" in page and "attention grows with it" in page
+    assert "cost the same" not in page
+    cheaper = same_tokens(*_views(_row("train-b4-s512", 9_000_000), wider).values())
+    assert cheaper is not None and cheaper.direction == "less" and not cheaper.within_spread
+
+
+def _table(peak: int) -> FitTable:
+    curve = Curve(model="Big", config_sha256="x", parameters=P, kind="train-bf16", row="train-b{b}-s512-bf16",
+                  batches=(1, 2), tensor_bytes=(peak, 2 * peak), cuda_bytes=(peak, 2 * peak))
+    return FitTable(libraries="l", environment="e", seq_len=512, curves=(curve,),
+                    example=(Simulated(model="Big", task="train all of it", row="train-b1-s512-bf16",
+                                       tensor_peak_bytes=peak),))
+
+
+def test_which_fix_first_for_the_large_model_follows_its_shares() -> None:
+    fixed_heavy, activation_heavy = _table(10_000_000), _table(40_000_000)  # fixed: 8,000,000 bytes in bf16
+    found = large_model(fixed_heavy)
+    assert found is not None and found.fixed.n_bytes == 8_000_000 and found.fixed_share.text == "80 %"
+    assert found.fixed_dominate and not large_model(activation_heavy).fixed_dominate  # type: ignore[union-attr]
+    rows = (_row("train-b8-s256", 40_000_000), _row("train-b1-s256", 20_000_000), _row("train-b2-s256", 25_000_000),
+            _row("train-b4-s256", 30_000_000))  # fixed 40 % of the batch-8 peak: activations dominate here
+    page = _page(*rows, fit_table=fixed_heavy)
+    assert "80 %: there the other share dominates, so reach first for an adapter or lower precision" in page
+    page = _page(*rows, fit_table=activation_heavy)
+    assert "20 %: the same share dominates there" in page and "there the other share" not in page
