@@ -125,3 +125,19 @@ def test_phone_and_desktop_in_both_schemes(browser, server: str, name: str, sche
         worst = min(_contrast(colour, background) for colour in colours)
         assert worst >= 4.5, (scheme, width, worst)
         page.close()
+
+
+def test_the_first_screen_answers_will_it_fit(browser, server: str) -> None:
+    """At 1280 × 900, before any scrolling: a chart, the measured model's answer on the card, and the 7B's."""
+    page, _ = _open(browser, f"{server}/index.html", 1280)
+    fold = 900
+    chart = page.evaluate("() => { const r = document.querySelector('img').getBoundingClientRect();"
+                          " return [r.top, r.bottom]; }")
+    assert chart[0] < fold and chart[1] - chart[0] > 100, chart  # a chart starts on the first screen
+    answers = page.evaluate("""() => [...document.querySelectorAll('p')].filter(p => /(on a \\d+ GiB|the same) card/
+        .test(p.textContent)).map(p => [p.textContent, p.getBoundingClientRect().bottom])""")
+    assert len(answers) == 2 and all(bottom < fold for _, bottom in answers), answers
+    measured, large = answers[0][0], answers[1][0]
+    assert "the model this page measures" in measured and "full training, batch" in measured, measured
+    assert "7b on the same card" in large.lower() and ("fits" in large or "does not fit" in large), large
+    page.close()

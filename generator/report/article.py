@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from generator.budget import ProcessModel
 from generator.matrix import DEFAULT_ALLOCATOR
 from generator.report.allocators import AllocatorComparison, compare_allocators
+from generator.report.answer import FirstAnswer, first_answer
 from generator.report.claims import LargeModel, large_model
 from generator.report.example import (
     Budget,
@@ -75,6 +76,7 @@ class PageContext:
     noise: Noise | None = None
     allocators: AllocatorComparison | None = None
     large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
+    answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
 
 
 def built_on(results: Sequence[RowResult]) -> str:
@@ -161,4 +163,5 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         verdict=verdict(page_findings, uncapped, seq_len, overhead),
         allocators=compare_allocators(list(rows.ordered)),
         large_model=large_model(fit_table),
+        answer=first_answer(fit_table, rows.first.model.name, process) if process is not None else None,
     )

@@ -1,0 +1,55 @@
+"""The article's first screen: "will it fit?" for the measured model and for the worked example's 7B model on a
+24 GiB card, from the same computation as the fit page (generator/report/fit_page.py: the simulated curves, the
+CUDA caching allocator replay, the context allowance and the page's margin), so the two never disagree."""
+
+from dataclasses import dataclass
+
+from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
+from generator.report.example import SimulatedLine, simulated_lines
+from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, site_answers
+from generator.store.fit_table import FitTable
+from generator.units import GIB, format_gib
+
+FIRST_KINDS = ("full training", "LoRA on a bf16 base", "generation")  # the measured model's answers, in this order
+
+
+@dataclass(frozen=True)
+class KindAnswer:
+    """One way of running the measured model, on the card."""
+
+    kind: str
+    cell: str  # "batch 8 (20.6 GiB)" or "does not fit (batch 1: 31.0 GiB)"
+    fits: bool
+
+
+@dataclass(frozen=True)
+class FirstAnswer:
+    """What the first screen says, each value from the fit page's computation."""
+
+    card: str  # "24 GiB"
+    margin: str  # "10 %"
+    seq_len_text: str
+    model: str
+    answers: tuple[KindAnswer, ...]
+    large_model: str
+    large_lines: tuple[SimulatedLine, ...]
+    card_argument: str = ""  # "24GiB": the same card, as `fit --budget` takes it
+    cpu_argument: str = ""  # "64GiB": the fit page's larger CPU machine
+
+
+def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) -> FirstAnswer | None:
+    """The measured model's batches on the example's card, and the example's model in its set-ups; None where
+    no curves were simulated for this build's library versions."""
+    if fit_table is None:
+        return None
+    card = Budget(f"{format_gib(EXAMPLE_CARD_BYTES, 0)} GPU", EXAMPLE_CARD_BYTES, "gpu", SITE_MARGIN)
+    found = {answer.kind: answer for _, answer in site_answers(fit_table, process, (card,)) if answer.model == model}
+    answers = tuple(KindAnswer(kind, cell(found[kind]), found[kind].batch > 0) for kind in FIRST_KINDS if kind in found)
+    first_per_task: dict[str, SimulatedLine] = {}
+    for line in simulated_lines(fit_table):  # each task's first line is its smallest shape
+        first_per_task.setdefault(line.task, line)
+    return FirstAnswer(card=format_gib(EXAMPLE_CARD_BYTES, 0), margin=f"{SITE_MARGIN:.0%}".replace("%", " %"),
+                       seq_len_text=f"{fit_table.seq_len:,}", model=model, answers=answers,
+                       large_model=fit_table.example[0].model if fit_table.example else "",
+                       large_lines=tuple(first_per_task.values()),
+                       card_argument=f"{EXAMPLE_CARD_BYTES // GIB}GiB", cpu_argument=f"{CPU_BUDGETS_GIB[-1]}GiB")
