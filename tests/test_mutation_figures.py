@@ -312,7 +312,7 @@ def test_capped_runs_and_the_headline_by_hand() -> None:
     in_step1 = capped_runs([replace(rows[2], summary=replace(rows[2].summary, phase="step1"))], views)
     assert not in_step1[0].completed_step1 and in_step1[0].step1_peak is None
     top = headline(views, 256, runs)
-    assert top is not None and top.ratio.value == 1300 / 500 and top.limit is not None
+    assert top is not None and top.ratio.value == 1200 / 400 and top.limit is not None
     assert top.limit.n_bytes == 1000 * MIB and top.inference.id == "infer-b8-s256"
     assert headline(views, 256, runs[1:]).limit is None  # type: ignore[union-attr]
     assert headline(views, 512, runs) is None and headline({"train-b8-s256": views["train-b8-s256"]}, 256, ()) is None
@@ -364,7 +364,7 @@ def test_the_context_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     assert context.overhead is not None and context.overhead.rows == 2
     assert [run.row.id for run in context.capped_runs] == ["train-b8-s256-cap9MiB"]
     assert context.findings.lora is not None and context.findings.lora.ratio.value == 3000 / 8000
-    assert context.headline is not None and context.headline.ratio.value == 8100 / 2100
+    assert context.headline is not None and context.headline.ratio.value == 8000 / 2000
     assert build_context(rows[1:2]).overhead is None  # no process model: no overhead to state
     assert not build_context([_row("infer-b8-s256", 2000)]).has_predictions
 
@@ -438,8 +438,8 @@ def test_the_headline_and_verdict_edges() -> None:
     assert top.training.id == "train-b8-s256"
     failed = _views(_row("train-b8-s256", 0, status="oom"), _row("infer-b8-s256", 400))
     assert headline(failed, 256, ()) is None
-    for peak, expected in ((0, None), (1, 1300.0)):
-        damaged = dict(views, **{"infer-b8-s256": replace(views["infer-b8-s256"], peak=Figure(peak, ""))})
+    for net, expected in ((0, None), (1, 1200.0)):
+        damaged = dict(views, **{"infer-b8-s256": replace(views["infer-b8-s256"], net=Figure(net, ""))})
         found = headline(damaged, 256, ())
         assert (found.ratio.value if found else None) == expected
 

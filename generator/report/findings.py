@@ -105,7 +105,7 @@ class Noise:
 
 @dataclass(frozen=True)
 class Headline:
-    """Running against training at batch 8, as whole processes (what a limit applies to)."""
+    """Running against training at batch 8: the ratio of net peaks, and whole processes for what a limit sees."""
 
     inference: RowView
     training: RowView
@@ -213,16 +213,17 @@ def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tupl
 
 
 def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun]) -> Headline | None:
-    """Process peaks of inference and training at batch 8, and the cap that separated them, if probed."""
+    """Net peaks of inference and training at batch 8 (the page's one basis), their whole processes for a limit,
+    and the cap that separated them, if probed."""
     inference, training = by_id.get(f"infer-b8-s{seq_len}"), by_id.get(f"train-b8-s{seq_len}")
-    if inference is None or training is None or inference.peak is None or training.peak is None:
+    if inference is None or training is None or inference.net is None or training.net is None:
         return None
-    if inference.peak.n_bytes <= 0:
+    if inference.net.n_bytes <= 0 or inference.peak is None or training.peak is None:
         return None  # a damaged file: no ratio to state
     died = next((run for run in runs if run.completed_step1 and not run.row.ok), None)
     limit = Figure(died.row_cap_bytes, died.cap) if died else None
     return Headline(inference=inference, training=training,
-                    ratio=ratio(training.peak.n_bytes / inference.peak.n_bytes), limit=limit)
+                    ratio=ratio(training.net.n_bytes / inference.net.n_bytes), limit=limit)
 
 
 def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
