@@ -141,3 +141,57 @@ def test_the_first_screen_answers_will_it_fit(browser, server: str) -> None:
     assert "the model this page measures" in measured and "full training, batch" in measured, measured
     assert "7b on the same card" in large.lower() and ("fits" in large or "does not fit" in large), large
     page.close()
+
+
+_CHARTS_INLINE = """async () => {
+    const found = [];
+    for (const img of document.querySelectorAll('img[src$=".svg"]')) {
+        const text = await (await fetch(img.src)).text();
+        const holder = document.createElement('div');
+        holder.innerHTML = text;
+        document.body.appendChild(holder);
+        const svg = holder.querySelector('svg');
+        const scale = img.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+        const sizes = [...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+        const seen = (el) => { for (let e = el; e && e !== svg; e = e.parentElement) {
+            const s = getComputedStyle(e);
+            if (parseFloat(s.opacity) < 1 || parseFloat(s.fillOpacity) < 1) return false; }
+            return true; };
+        const inks = [...svg.querySelectorAll('text')].filter(seen).map(t => getComputedStyle(t).fill);
+        const marks = [...svg.querySelectorAll('.role-mark path, .role-mark line, .role-mark text')].filter(seen)
+            .flatMap(e => [getComputedStyle(e).fill, getComputedStyle(e).stroke])
+            .filter(c => c && c !== 'none' && !c.startsWith('rgba(0, 0, 0, 0)'));
+        found.push([img.getAttribute('src'), Math.min(...sizes), inks, marks]);
+        holder.remove();
+    }
+    return found;
+}"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_chart_text_is_12px_on_a_phone_and_every_ink_reads(browser, server: str, name: str, scheme: str) -> None:
+    """At 390 px every chart's smallest text renders at 12 px or more, and every text and data mark of every
+    chart has 4.5:1 contrast against the page in the reader's scheme (the SVG's own dark-scheme rule applied)."""
+    page, _ = _open(browser, f"{server}/{name}", 390, scheme)
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    for source, smallest, inks, marks in page.evaluate(_CHARTS_INLINE):
+        assert smallest >= 12, (source, smallest)
+        worst = min((_contrast(colour, background), colour) for colour in inks + marks)
+        assert worst[0] >= 4.5, (source, scheme, worst)
+    page.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_table_answer_is_in_view_on_a_phone(browser, server: str, name: str) -> None:
+    """At 390 px no table scrolls sideways: every cell, the last (answer) column included, lies inside the
+    window, and carries its column's label."""
+    page, _ = _open(browser, f"{server}/{name}", 390)
+    outside = page.evaluate("""() => [...document.querySelectorAll('td')].filter(cell => {
+        const box = cell.getBoundingClientRect();
+        return box.right > window.innerWidth + 1 || box.left < -1 || cell.closest('table').scrollWidth >
+            cell.closest('table').clientWidth + 1; }).map(cell => cell.textContent).slice(0, 5)""")
+    assert outside == [], outside
+    unlabelled = page.evaluate("[...document.querySelectorAll('td:not([data-label])')].length")
+    assert unlabelled == 0
+    page.close()

@@ -27,10 +27,10 @@ def test_build_writes_every_page_and_the_charts(measured_root: Path, tmp_path: P
     build(measured_root, site)
     assert sorted(p.name for p in site.iterdir()) == [
         "fit.html", "fit.md", "fixes.svg", "index.html", "index.md", "memory-by-row.svg", "peak-vs-tokens.svg",
-        "versions.html", "versions.md"]
+        "two-steps.svg", "versions.html", "versions.md"]
     html = (site / "index.html").read_text()
     markdown = (site / "index.md").read_text()
-    for chart in ("memory-by-row.svg", "peak-vs-tokens.svg", "fixes.svg"):
+    for chart in ("memory-by-row.svg", "peak-vs-tokens.svg", "fixes.svg", "two-steps.svg"):
         assert chart in markdown and f'src="{chart}"' in html
         assert (site / chart).read_text().lstrip().startswith("<svg")
     assert "<table>" in html

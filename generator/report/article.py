@@ -69,6 +69,7 @@ class PageContext:
     setup_share_train_b8: Ratio | None
     versions_page: bool = False  # the site has a page comparing library versions
     fit_page: bool = False  # the site has the simulated fit page
+    accuracy_chart: bool = False  # the site draws predicted against measured for every model (accuracy.svg)
     overhead: OverheadSummary | None = None
     has_predictions: bool = False
     headline: Headline | None = None

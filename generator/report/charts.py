@@ -9,41 +9,63 @@ import altair as alt
 import vl_convert
 
 from generator.report.article import PageContext
+from generator.report.fit_page import AccuracyPoint
 from generator.report.history import HistoryContext
 from generator.report.versions import VersionsContext
+from generator.report.views import RowView
 from generator.units import MIB
 
-COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations and the rest"]
-WIDTH = 440
-INK = "#7f7f7f"  # at least 3.9:1 against white and against the dark page's background
+COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations", "kept by the allocator",
+                   "activations and the rest"]
+# Each colour as (light page, dark page): every mark and every text at least 4.5:1 against the page's background
+# in its scheme (#fdfdfc and #15171a in templates/style.css). The SVG is drawn in the light colours and carries a
+# prefers-color-scheme rule that swaps each for its dark twin (dark_scheme_style below).
+PALETTE = (("#2f6199", "#8ab4e0"), ("#a34e00", "#f0a35a"), ("#b3262d", "#f28b8b"), ("#00706a", "#5cc8bc"),
+           ("#2e6b1f", "#8fd06a"), ("#6f42a0", "#c3a6e6"), ("#7a5a00", "#e0c060"), ("#8a3a6a", "#e8a0cc"),
+           ("#4a5a6a", "#b8c4d0"))
+INK, DARK_INK = "#5c5c5c", "#b0b0b0"
 GRID = "#8080804d"
 
 
 def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     """The shared look: transparent, grey ink, type large enough to survive scaling to a phone."""
     # padding: vl-convert measures labels with its own font, a browser draws them with the reader's
-    return (chart.properties(padding={"left": 36, "right": 16, "top": 6, "bottom": 6})
+    return (chart.properties(padding={"left": 24, "right": 12, "top": 6, "bottom": 6})
             .configure(background="transparent", font="system-ui, sans-serif")
             .configure_axis(labelColor=INK, titleColor=INK, gridColor=GRID, domainColor=INK, tickColor=INK,
-                            labelFontSize=13, titleFontSize=13)
-            .configure_legend(labelColor=INK, labelFontSize=13, titleColor=INK)
+                            labelFontSize=14, titleFontSize=14)
+            .configure_legend(labelColor=INK, labelFontSize=14, titleColor=INK)
             .configure_title(color=INK, fontSize=15, anchor="start")
-            .configure_view(stroke=None))
+            .configure_view(stroke=None)
+            .configure_range(category=[light for light, _ in PALETTE])
+            .configure_mark(color=PALETTE[0][0]))
 
 
 def memory_by_row(context: PageContext) -> alt.Chart:
     """A stacked bar per row: what P × bytes predicts (weights, gradients, AdamW state) and the rest."""
-    records = [{"row": row.id, "component": part.name, "MiB": part.n_bytes / MIB,
-                "order": COMPONENT_ORDER.index(part.name)}
-               for row in context.rows if row.ok for part in row.components]
+    records = [{"row": row.id, "component": name, "MiB": n_bytes / MIB, "order": COMPONENT_ORDER.index(name)}
+               for row in context.rows if row.ok for name, n_bytes in _split(row)]
     order = [row.id for row in context.rows if row.ok]
     return alt.Chart(alt.Data(values=records), title="Where each row's peak goes").mark_bar().encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
         x=alt.X("sum(MiB):Q", title="net peak, MiB"),
         color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
-                        legend=alt.Legend(orient="bottom", columns=2)),
+                        legend=alt.Legend(orient="bottom", columns=1)),
         order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
-    ).properties(width=WIDTH - 160)
+    ).properties(width=200)
+
+
+def _split(row: RowView) -> list[tuple[str, int]]:
+    """A row's slices, with "activations and the rest" split where the row was simulated: the activations its
+    tensors needed, and what the allocator kept beyond them."""
+    parts = []
+    for part in row.components:
+        if part.name == "activations and the rest" and row.simulated_activations is not None:
+            activations = min(row.simulated_activations.n_bytes, part.n_bytes)
+            parts += [("activations", activations), ("kept by the allocator", part.n_bytes - activations)]
+        else:
+            parts.append((part.name, part.n_bytes))
+    return parts
 
 
 def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
@@ -67,9 +89,9 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     if fit is not None:
         xs = [0, max(p["tokens"] for p in points)]
         line = [{"tokens": x, "MiB": (fit.intercept.n_bytes + fit.per_token.n_bytes * x) / MIB} for x in xs]
-        layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color="#666").encode(
+        layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color=INK).encode(
             x="tokens:Q", y="MiB:Q"))
-    return alt.layer(*layers, title="Peak against tokens per step").properties(width=WIDTH - 60, height=260)
+    return alt.layer(*layers, title="Peak against tokens per step").properties(width=270, height=260)
 
 
 def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
@@ -95,10 +117,11 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     base = alt.Chart(alt.Data(values=bars), title="Fixes against plain batch-8 training")
     return alt.layer(
         base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
-                               x=alt.X("MiB:Q", title="net peak, MiB", scale=alt.Scale(nice=True))),
-        base.mark_text(align="left", dx=4, color=INK, fontSize=12).encode(y=alt.Y("row:N", sort=order), x="MiB:Q",
+                               x=alt.X("MiB:Q", title="net peak, MiB", axis=alt.Axis(tickCount=3),
+                                       scale=alt.Scale(domain=[0, 2.2 * max(float(bar["MiB"]) for bar in bars)]))),
+        base.mark_text(align="left", dx=4, color=INK, fontSize=14).encode(y=alt.Y("row:N", sort=order), x="MiB:Q",
                                                                           text="label:N"),
-    ).properties(width=WIDTH - 220)
+    ).properties(width=200)
 
 
 def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
@@ -112,11 +135,11 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True).encode(
         y=alt.Y("row:N", sort=rows, title=None),
         x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
-        color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)),
+        color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=230)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
-    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color="#888").encode(x="x:Q")
+    zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color=INK).encode(x="x:Q")
     return alt.layer(band, zero, dots, title="Net peak by release, against the newest").properties(
-        width=WIDTH - 180)
+        width=150)
 
 
 def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
@@ -127,23 +150,81 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
     x = alt.X("release:O", sort=list(history.releases), title="transformers release",
               axis=alt.Axis(labelAngle=-45))
     lines = alt.Chart(alt.Data(values=points)).mark_line(point=True).encode(
-        x=x, y=alt.Y("MiB:Q", title="simulated tensor peak, MiB"), color=alt.Color("row:N", title=None),
+        x=x, y=alt.Y("MiB:Q", title="simulated tensor peak, MiB"),
+        color=alt.Color("row:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
         tooltip=["row:N", "release:O", alt.Tooltip("MiB:Q", format=",.1f")])
     layers = [lines]
     if marks:
         layers.append(alt.Chart(alt.Data(values=marks)).mark_point(shape="diamond", size=160, filled=False,
                                                                    strokeWidth=2).encode(x=x, y="MiB:Q"))
-    return alt.layer(*layers, title="Tensor peak by transformers release (steps of 1 % or more marked)").properties(
-        width=WIDTH - 200, height=320)
+    title = ["Tensor peak by transformers release", f"(steps of {history.step_text} or more marked)"]
+    return alt.layer(*layers, title=title).properties(width=280, height=320)
+
+
+def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopLevelMixin:
+    """Predicted against measured net peak for every judged row, log-log: y = x, the ±within band, and each
+    row's repeats as a horizontal bar."""
+    data = [{"model": p.model, "row": p.row, "allocator": p.allocator, "measured": p.measured, "low": p.low,
+             "high": p.high, "predicted": p.predicted,
+             "judged": "held out" if p.held_out else "in sample"} for p in points if p.measured > 0]
+    if not data:
+        return alt.Chart(alt.Data(values=[])).mark_point()
+    low = min(min(p.low, p.predicted) for p in points if p.measured > 0) * 0.8
+    ends = [low, max(max(p.high, p.predicted) for p in points) * 1.2]
+    factors = (("y = x", 1.0), ("above", 1 + within), ("below", 1 - within))
+    lines = [{"x": x, "y": x * factor, "line": name} for x in ends for name, factor in factors]
+    scale = alt.Scale(type="log", domain=ends)
+    x = alt.X("measured:Q", title="measured net peak, MiB", scale=scale)
+    y = alt.Y("predicted:Q", title="predicted, MiB", scale=scale)
+    guide = alt.Chart(alt.Data(values=lines)).mark_line(color=INK, strokeWidth=1).encode(
+        x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale), detail="line:N",
+        strokeDash=alt.condition(alt.datum.line == "y = x", alt.value([1, 0]), alt.value([4, 3])))
+    spread = alt.Chart(alt.Data(values=data)).mark_rule(strokeWidth=2).encode(
+        x=alt.X("low:Q", scale=scale), x2="high:Q", y=y, color=alt.Color("allocator:N", title=None))
+    dots = alt.Chart(alt.Data(values=data)).mark_point(size=60, strokeWidth=2).encode(
+        x=x, y=y, color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        shape=alt.Shape("model:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        tooltip=["model:N", "row:N", "allocator:N", "judged:N", alt.Tooltip("measured:Q", format=",.0f"),
+                 alt.Tooltip("predicted:Q", format=",.0f")])
+    return alt.layer(guide, spread, dots, title="Predicted against measured").properties(
+        width=260, height=260)
+
+
+def two_steps(context: PageContext) -> alt.TopLevelMixin:
+    """A training row's net peak phase by phase: step 2 reaches what no phase of step 1 did."""
+    row = context.budget.measured_row
+    phases = [phase for phase in row.phases if phase.name != "load"] if row else []
+    if not phases:
+        return alt.Chart(alt.Data(values=[])).mark_bar()
+    bars = [{"phase": phase.label, "MiB": phase.net.n_bytes / MIB, "label": phase.net.text,
+             "step": "step 2" if phase.name == "step2" else "step 1"} for phase in phases]
+    step1 = max(phase.net.n_bytes / MIB for phase in phases if phase.name != "step2")
+    order = [phase.label for phase in phases]
+    base = alt.Chart(alt.Data(values=bars), title="Two training steps, phase by phase")
+    return alt.layer(
+        base.mark_bar().encode(x=alt.X("MiB:Q", title="net peak of the phase, MiB"),
+                               y=alt.Y("phase:N", sort=order, title=None),
+                               color=alt.Color("step:N", title=None, legend=alt.Legend(orient="bottom"))),
+        alt.Chart(alt.Data(values=[{"x": step1}])).mark_rule(color=INK, strokeDash=[4, 3]).encode(x="x:Q"),
+    ).properties(width=200)
+
+
+def dark_scheme_style() -> str:
+    """A style element that gives each light colour its dark twin where the reader's scheme is dark."""
+    pairs = [*PALETTE, (INK, DARK_INK)]
+    rules = " ".join(f'[fill="{light}"]{{fill:{dark}}} [stroke="{light}"]{{stroke:{dark}}}' for light, dark in pairs)
+    return f"<style>@media (prefers-color-scheme: dark){{{rules}}}</style>"
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
-    """A chart as SVG text, rendered offline."""
-    return vl_convert.vegalite_to_svg(styled(chart).to_json())
+    """A chart as SVG text, rendered offline, readable in both schemes."""
+    svg = vl_convert.vegalite_to_svg(styled(chart).to_json())
+    end = svg.index(">") + 1  # after the opening <svg ...> tag
+    return svg[:end] + dark_scheme_style() + svg[end:]
 
 
 def render_svgs(context: PageContext) -> dict[str, str]:
     """Every chart as SVG text, keyed by its file name."""
     charts = {"memory-by-row.svg": memory_by_row(context), "peak-vs-tokens.svg": peak_vs_tokens(context),
-              "fixes.svg": fixes(context)}
+              "fixes.svg": fixes(context), "two-steps.svg": two_steps(context)}
     return {name: to_svg(chart) for name, chart in charts.items()}

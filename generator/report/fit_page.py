@@ -11,7 +11,7 @@ from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKEN
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
-from generator.units import GIB, format_gib, format_mib, mib_range, signed_percent
+from generator.units import GIB, MIB, format_gib, format_mib, mib_range, signed_percent
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,29 @@ class AllocatorAccuracy:
 
 
 @dataclass(frozen=True)
+class AccuracyPoint:
+    """One measured row against its prediction, for the predicted-against-measured chart (MiB)."""
+
+    model: str
+    row: str
+    allocator: str
+    measured: float  # the median of the independent repeats, net of imports
+    low: float  # their lowest and highest
+    high: float
+    predicted: float  # out of sample where another model's rows could fit the line, else in sample
+    held_out: bool
+
+
+def accuracy_points(judged: dict[str, Accuracy | None]) -> tuple[AccuracyPoint, ...]:
+    """Every judged row of every allocator, as the chart draws it."""
+    return tuple(AccuracyPoint(model=row.model, row=row.row, allocator=allocator, measured=row.measured_bytes / MIB,
+                               low=row.low_bytes / MIB, high=row.high_bytes / MIB,
+                               predicted=(row.out_of_sample_bytes or row.in_sample_bytes) / MIB,
+                               held_out=bool(row.out_of_sample_bytes))
+                 for allocator, found in judged.items() if found is not None for row in found.rows)
+
+
+@dataclass(frozen=True)
 class FitPageContext:
     """Everything fit.md.j2 places."""
 
@@ -87,6 +110,7 @@ class FitPageContext:
     accuracy: tuple[AllocatorAccuracy, ...] = ()
     missing: str = ""  # why there are no answers, where there are none
     simulated_in: str = ""  # the environment whose run simulated the curves
+    points: tuple[AccuracyPoint, ...] = ()  # the accuracy chart's rows
 
 
 def cell(answer: FitAnswer) -> str:
@@ -210,4 +234,4 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                                                                  else " (no band validated: one model measured)"),
                           context_allowance=format_mib(CUDA_CONTEXT_BYTES), gpu_rules=cuda_rules(),
                           within_text=f"{WITHIN:.0%}".replace("%", " %"), accuracy=checked, missing=missing,
-                          simulated_in=table.environment if table else "")
+                          simulated_in=table.environment if table else "", points=accuracy_points(judged))

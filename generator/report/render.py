@@ -51,11 +51,30 @@ def heading_slug(text: str) -> str:
     return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
 
 
+def label_cells(tokens: list) -> None:
+    """Give each table cell its column's header as data-label, so a phone can show a row as a card of labelled
+    values (templates/style.css) instead of a table that scrolls sideways and hides its answer column."""
+    headers: list[str] = []
+    column = 0
+    for index, token in enumerate(tokens):
+        if token.type == "thead_open":
+            headers = []
+        elif token.type == "th_open":
+            headers.append(tokens[index + 1].content)
+        elif token.type == "tr_open":
+            column = 0
+        elif token.type == "td_open":
+            if column < len(headers) and headers[column]:
+                token.attrSet("data-label", headers[column].replace("*", "").replace("`", ""))
+            column += 1
+
+
 def markdown_to_html(markdown: str) -> str:
     """CommonMark with tables; raw HTML in the Markdown is shown as text, never passed through. Links between
     the Markdown pages (page.md) point at their HTML twins."""
     parser = MarkdownIt("commonmark", {"html": False, "typographer": False}).enable("table")
     tokens = parser.parse(markdown)
+    label_cells(tokens)
     slugs: dict[str, int] = {}
     for index, token in enumerate(tokens):
         if token.type == "heading_open":  # ids as a code host makes them, so #anchors work in both twins

@@ -8,13 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.report.article import PageContext, build_context
-from generator.report.charts import history_chart, render_svgs, to_svg, versions_chart
+from generator.report.charts import accuracy_chart, history_chart, render_svgs, to_svg, versions_chart
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.history import history_context
 from generator.report.output import check_output, write_site
 from generator.report.render import render_markdown, render_page
 from generator.report.versions import VersionsContext, build_versions
 from generator.store import layout
+from generator.store.accuracy import WITHIN
 from generator.store.catalog import Catalog, Selection, newest
 from generator.store.fit_table import find_fit, libraries
 from generator.store.history import history_path, load_history
@@ -25,7 +26,8 @@ from generator.store.records import ResultsError
 def render_pages(context: PageContext, versions: VersionsContext | None = None,
                  fit_page: FitPageContext | None = None) -> dict[str, str]:
     """Every output file's text, keyed by file name: the Markdown, the HTML made from it, and the SVGs."""
-    article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None)
+    article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None,
+                      accuracy_chart=fit_page is not None and bool(fit_page.points))
     pages = {**render_markdown(article), **render_svgs(context)}
     if versions is not None:
         pages.update(render_page("versions", versions))
@@ -35,6 +37,8 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
             pages["history.svg"] = to_svg(history_chart(versions.history))
     if fit_page is not None:
         pages.update(render_page("fit", fit_page))
+        if fit_page.points:
+            pages["accuracy.svg"] = to_svg(accuracy_chart(fit_page.points, WITHIN))
     return pages
 
 
