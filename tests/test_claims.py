@@ -86,3 +86,16 @@ def test_which_fix_first_for_the_large_model_follows_its_shares() -> None:
     assert "80 %: there the other share dominates, so reach first for an adapter or lower precision" in page
     page = _page(*rows, fit_table=activation_heavy)
     assert "20 %: the same share dominates there" in page and "there the other share" not in page
+
+
+def test_the_worked_example_computes_with_the_multiplier_it_shows() -> None:
+    """The page showed '1.1×' but computed with 1.109, so 13.0 × 1.1 read as 14.5. Now the need is the weights
+    times the multiplier as shown, and the model is the simulated example's real parameter count."""
+    from generator.report.example import example
+
+    views = _views(_row("infer-b8-s256", 9_000_000, phases={"load": 100 + 4_436_000, "forward": 9_000_100}))
+    found = example(views, None, P, 256, ("Big", 6_000_000_000))
+    (line,) = found.lines  # 4,436,000 / 4,000,000 = 1.109
+    assert line.multiplier.text == "1.11×" and line.need.n_bytes == round(12_000_000_000 * 1.11)
+    assert found.parameters_text == "Big's 6,000,000,000" and found.weights.n_bytes == 12_000_000_000
+    assert example(views, None, P, 256).parameters_text == "a model of 7 billion"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from generator.budget import ProcessModel
+from generator.budget import EXAMPLE_PARAMETERS, ProcessModel
 from generator.matrix import DEFAULT_ALLOCATOR
 from generator.report.allocators import AllocatorComparison, compare_allocators
 from generator.report.answer import FirstAnswer, first_answer
@@ -127,6 +127,13 @@ def _model_fields(model: ModelInfo, parameters: int) -> dict[str, object]:
             "config_sha256": model.config_sha256, "parameters": parameters, "parameters_text": f"{parameters:,}"}
 
 
+def example_model(fit_table: FitTable | None) -> tuple[str, int]:
+    """The worked example's model and its real parameter count, where the fit table simulated it."""
+    name = fit_table.example[0].model if fit_table and fit_table.example else ""
+    curve = next((c for c in fit_table.curves if c.model == name), None) if fit_table else None
+    return (name, curve.parameters) if curve else ("", EXAMPLE_PARAMETERS)
+
+
 def build_context(results: Sequence[RowResult], process: ProcessModel | None = None,
                   fit_table: FitTable | None = None) -> PageContext:
     """Turn one environment's rows into the page's context."""
@@ -151,7 +158,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         has_cuda=any(view.cuda_reserved for view in views.values()),
         budget=budget(parameters, plain),
         findings=page_findings,
-        example=replace(example(uncapped, page_findings.fit, parameters, seq_len),
+        example=replace(example(uncapped, page_findings.fit, parameters, seq_len, example_model(fit_table)),
                         simulated=simulated_lines(fit_table),
                         simulated_model=fit_table.example[0].model if fit_table and fit_table.example else ""),
         capped_runs=runs,

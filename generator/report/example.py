@@ -87,9 +87,13 @@ def _activations(row: RowView | None) -> Figure | None:
     return figure(rest) if rest is not None else None
 
 
-def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, seq_len: int) -> Example:
-    """The 7B-at-2-bytes scenario. Each multiplier is a token-independent cost of this build ÷ its weights."""
-    weights = EXAMPLE_PARAMETERS * EXAMPLE_BYTES_PER_WEIGHT
+def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, seq_len: int,
+            example_model: tuple[str, int] = ("", EXAMPLE_PARAMETERS)) -> Example:
+    """The 7B-at-2-bytes scenario: the simulated example model's own parameter count where the fit table has it,
+    else 7 billion. Each multiplier is a token-independent cost of this build ÷ its weights, shown to the two
+    decimals the need is computed with, so the table's arithmetic can be redone by hand."""
+    name, example_parameters = example_model
+    weights = example_parameters * EXAMPLE_BYTES_PER_WEIGHT
     fp32_weights = weight_bytes(parameters, "float32")
     inference = _phase(by_id.get(f"infer-b8-s{seq_len}"), "load")
     lora_row = by_id.get(f"train-b8-s{seq_len}-lora8")
@@ -105,13 +109,14 @@ def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, se
     for task, measured_as, fixed_bytes in scenarios:
         if fixed_bytes <= 0 or not fp32_weights:
             continue  # not measured, or a fit too poor to extrapolate from
-        multiplier = fixed_bytes / fp32_weights
+        multiplier = round(fixed_bytes / fp32_weights, 2)
         need = round(weights * multiplier)
         margin = abs(EXAMPLE_CARD_BYTES - need)
-        lines.append(ExampleLine(task=task, measured_as=measured_as, multiplier=ratio(multiplier),
+        lines.append(ExampleLine(task=task, measured_as=measured_as, multiplier=Ratio(multiplier, f"{multiplier:.2f}×"),
                                  need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES,
                                  margin=Figure(margin, format_gib(margin))))
-    return Example(parameters_text=f"{EXAMPLE_PARAMETERS / 1e9:g} billion",
+    text = f"{name}'s {example_parameters:,}" if name else f"a model of {example_parameters / 1e9:g} billion"
+    return Example(parameters_text=text,
                    bytes_per_weight=EXAMPLE_BYTES_PER_WEIGHT, weights=Figure(weights, format_gib(weights)),
                    card=Figure(EXAMPLE_CARD_BYTES, format_gib(EXAMPLE_CARD_BYTES, 0)), lines=tuple(lines),
                    activations_row=row_label_of(by_id.get(f"train-b8-s{seq_len}")),
@@ -139,6 +144,8 @@ def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
     for item in fit_table.example:
         row = parse_row(item.row)
         need = item.cuda_reserved_bytes + CUDA_CONTEXT_BYTES  # the card's allocator, simulated, and its context
-        lines.append(SimulatedLine(task=item.task, row=item.row, shape=f"batch {row.batch_size} × {row.seq_len:,}",
+        shape = f"batch {row.batch_size} × {row.seq_len:,}" + (
+            f" + {row.new_tokens} new tokens (KV cache)" if row.new_tokens else "")
+        lines.append(SimulatedLine(task=item.task, row=item.row, shape=shape,
                                    need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES))
     return tuple(lines)
