@@ -15,7 +15,7 @@ import time
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict.fit import KINDS
-from generator.predict.simulate import simulate, try_simulate
+from generator.predict.simulate import METHOD, simulate, try_simulate
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
 
@@ -70,12 +70,13 @@ def site_curves(environment: Environment, seq_len: int | None = None) -> FitTabl
         source = resolve_model(name)
         curves += [found for kind in KINDS if (found := curve(source, kind, seq_len)) is not None]
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=seq_len,
-                    curves=tuple(curves), example=example_rows(), seconds=round(time.perf_counter() - started, 1))
+                    curves=tuple(curves), example=example_rows(), seconds=round(time.perf_counter() - started, 1),
+                    simulator=METHOD)
 
 
 def is_current(table: FitTable | None, environment: Environment) -> bool:
     """Whether a table was simulated under these library versions from the shipped configs as they are now."""
-    if table is None or table.libraries != libraries(environment):
-        return False
+    if table is None or table.libraries != libraries(environment) or table.simulator != METHOD:
+        return False  # other library versions, or an older simulator's curves
     shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
     return {c.config_sha256 for c in table.curves} == shipped

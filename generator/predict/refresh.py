@@ -20,6 +20,7 @@ from generator.measure.matrix_run import MeasureRequest, measure_rows, utc_now
 from generator.measure.probe import describe_outcome, plan_probe
 from generator.model_source import ModelSource
 from generator.predict import curves, rows
+from generator.predict.simulate import METHOD
 from generator.store import fit_table, layout, runlog
 from generator.store.catalog import load_folder
 from generator.store.records import ResultsError, RowResult
@@ -43,10 +44,10 @@ def _measured(folder: Path) -> tuple[RowResult, ...]:
 
 
 def record_predictions(results: tuple[RowResult, ...], source: ModelSource, measurements: Path) -> str:
-    """Simulate and record the finished rows that carry no prediction."""
-    missing = tuple(r.row for r in results if r.prediction is None and r.finished)
+    """Simulate and record the finished rows that carry no prediction, or an older simulator's."""
+    missing = tuple(r.row for r in results if r.finished and (r.prediction is None or r.prediction.method != METHOD))
     if not missing:
-        return "predictions: every finished row has one"
+        return "predictions: every finished row has one of this simulator"
     written = rows.record(rows.predict_rows(missing, source, ProcessModel(0.0, 0.0, 0, "")), source, measurements)
     return f"predictions: recorded {len(written)} of {len(missing)}"
 

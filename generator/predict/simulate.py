@@ -21,7 +21,9 @@ from generator.steps import Prepared, prepare, run_steps
 from generator.store.records import Prediction
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
-METHOD = "FakeTensorMode, live tensor storages"
+# The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
+# made. "the real run's mask path": since _sequences_unpacked (before it, GQA models were overcounted).
+METHOD = "FakeTensorMode, live tensor storages, the real run's mask path"
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
 
 
@@ -119,6 +121,30 @@ class StorageTracker:
 
 
 @contextlib.contextmanager
+def _sequences_unpacked() -> Iterator[None]:
+    """transformers 4.5x and 5 look for packed sequences in the position ids before they build the causal mask,
+    a check that reads tensor values and that they skip for fake tensors by assuming packing. The fake run then
+    builds the full mask, and with it SDPA cannot take grouped-query attention natively: keys and values are
+    repeated per head and kept for backward, which the real run never does (SmolLM2's batch-8 training: 188 MiB
+    more than its measured process). The worker's batches are one unpadded sequence per row, which the real run's
+    check finds unpacked; the simulation is told the same, so it takes the real run's path."""
+    try:
+        from transformers import masking_utils
+    except ImportError:  # transformers 4.x before the masking module: no such check
+        yield
+        return
+    original = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if original is None:
+        yield
+        return
+    masking_utils.find_packed_sequence_indices = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original
+
+
+@contextlib.contextmanager
 def _modules_stay_put() -> Iterator[None]:
     """peft moves new adapters with Module.to(), which fake parameters cannot take (they would have to be
     swapped, and fake tensors carry weakrefs). The adapters are already fake CPU tensors: make it a no-op."""
@@ -172,7 +198,7 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
                              f"({one_line_error(error)})") from None
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
-    with fake, tracker.mode(), _experts_fake_friendly(row.dtype) as rerouted:
+    with fake, tracker.mode(), _experts_fake_friendly(row.dtype) as rerouted, _sequences_unpacked():
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()

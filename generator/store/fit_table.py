@@ -92,6 +92,7 @@ class FitTable:
     curves: tuple[Curve, ...]
     example: tuple[Simulated, ...]
     seconds: float = 0.0
+    simulator: str = ""  # the simulator's method (predict/simulate.py METHOD): refresh redoes an older one's table
 
 
 def libraries(environment: Environment) -> str:
@@ -141,6 +142,8 @@ def load_fit(folder: Path) -> FitTable | None:
     curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
     example = tuple(_typed(Simulated, item, path) for item in document.get("example", []))
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
+    if not isinstance(document.get("simulator", ""), str):
+        raise ResultsError(f"{path}: simulator is not text")
     if not (isinstance(top["libraries"], str) and isinstance(top["environment"], str)
             and isinstance(top["seq_len"], int)):
         raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
@@ -149,7 +152,7 @@ def load_fit(folder: Path) -> FitTable | None:
         raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
-                    seconds=float(document.get("seconds", 0.0)))
+                    seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""))
 
 
 def find_fit(root: Path, environment: Environment) -> FitTable | None:
