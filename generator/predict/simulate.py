@@ -122,12 +122,14 @@ class StorageTracker:
 
 @contextlib.contextmanager
 def _sequences_unpacked() -> Iterator[None]:
-    """transformers 4.5x and 5 look for packed sequences in the position ids before they build the causal mask,
-    a check that reads tensor values and that they skip for fake tensors by assuming packing. The fake run then
-    builds the full mask, and with it SDPA cannot take grouped-query attention natively: keys and values are
-    repeated per head and kept for backward, which the real run never does (SmolLM2's batch-8 training: 188 MiB
-    more than its measured process). The worker's batches are one unpadded sequence per row, which the real run's
-    check finds unpacked; the simulation is told the same, so it takes the real run's path."""
+    """transformers (4.5x and 5) looks for packed sequences in the position ids before it builds the causal
+    mask. Where its answer depends on the values (5.x: no packing, no mask), it cannot read fake tensors and
+    assumes packing: the fake run then builds the full mask, and SDPA, given a mask, cannot use grouped-query
+    attention natively, so keys and values were repeated per head and kept for backward, which the real run
+    never does (SmolLM2's batch-8 training: 240 MiB). The check is made here on real position ids of the same
+    shape, as the worker's batches have them (one unpadded sequence per row, positions from 0), with every mode
+    off; where the real run would find no packing, the fake run is told so, and otherwise it runs the check
+    itself, so releases whose answer does not depend on the values (4.56: always a mask) keep their path."""
     try:
         from transformers import masking_utils
     except ImportError:  # transformers 4.x before the masking module: no such check
@@ -137,7 +139,17 @@ def _sequences_unpacked() -> Iterator[None]:
     if original is None:
         yield
         return
-    masking_utils.find_packed_sequence_indices = lambda *args, **kwargs: None
+
+    def as_the_real_run(position_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        import torch
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            real = torch.arange(position_ids.shape[-1]).expand(tuple(position_ids.shape))
+            unpacked = original(real, *args, **kwargs) is None
+        return None if unpacked else original(position_ids, *args, **kwargs)
+
+    masking_utils.find_packed_sequence_indices = as_the_real_run
     try:
         yield
     finally:
