@@ -162,15 +162,16 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
 
 
 def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopLevelMixin:
-    """Predicted against measured net peak for every judged row, log-log: y = x, the ±within band, and each
-    row's repeats as a horizontal bar."""
+    """Predicted against measured net peak for every row judged out of sample (its model's rows left out of the
+    fit), log-log: y = x, the ±within band, and each row's repeats as a horizontal bar."""
     data = [{"model": p.model, "row": p.row, "allocator": p.allocator, "measured": p.measured, "low": p.low,
              "high": p.high, "predicted": p.predicted,
-             "judged": "held out" if p.held_out else "in sample"} for p in points if p.measured > 0]
+             "judged": "held out" if p.held_out else "in sample"} for p in points if p.measured > 0 and p.held_out]
     if not data:
         return alt.Chart(alt.Data(values=[])).mark_point()
-    low = min(min(p.low, p.predicted) for p in points if p.measured > 0) * 0.8
-    ends = [low, max(max(p.high, p.predicted) for p in points) * 1.2]
+    shown = [p for p in points if p.measured > 0 and p.held_out]
+    low = min(min(p.low, p.predicted) for p in shown) * 0.8
+    ends = [low, max(max(p.high, p.predicted) for p in shown) * 1.2]
     factors = (("y = x", 1.0), ("above", 1 + within), ("below", 1 - within))
     lines = [{"x": x, "y": x * factor, "line": name} for x in ends for name, factor in factors]
     scale = alt.Scale(type="log", domain=ends)
@@ -182,7 +183,7 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopL
     spread = alt.Chart(alt.Data(values=data)).mark_rule(strokeWidth=2).encode(
         x=alt.X("low:Q", scale=scale), x2="high:Q", y=y, color=alt.Color("allocator:N", title=None))
     dots = alt.Chart(alt.Data(values=data)).mark_point(size=60, strokeWidth=2).encode(
-        x=x, y=y, color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        x=x, y=y, color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="top", direction="horizontal")),
         shape=alt.Shape("model:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
         tooltip=["model:N", "row:N", "allocator:N", "judged:N", alt.Tooltip("measured:Q", format=",.0f"),
                  alt.Tooltip("predicted:Q", format=",.0f")])
