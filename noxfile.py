@@ -51,7 +51,7 @@ def setups(session: nox.Session) -> None:
     session.install("-e", ".[measure,cluster]")
     both = ("--allocator", "glibc", "glibc-tuned", "--repeats", "2")
     for arguments in (("--rows", "gen-b1-n64", "train-b8-amp", "train-b8-bf16-lora8"),
-                      ("--rows", "train-b16", "infer-b32-s512", "train-b2-s1024"),
+                      ("--rows", "train-b16", "infer-b32-s512", "train-b2-s1024", "train-b1-s2048"),
                       ("--model", "gpt2"),
                       ("--model", "Qwen2-0.5B", "--rows", "infer-b8", "train-b1", "gen-b1-n64")):
         session.run("memory-budget", "measure", *arguments, *both, success_codes=[0, 1])
