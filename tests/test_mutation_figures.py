@@ -680,6 +680,9 @@ def test_the_exact_tensor_diff_by_hand() -> None:
     assert both == "" and disagreement("more", 0.02, "more", 0.05).startswith("the measurement moved")
     assert disagreement("more", 0.03, "more", 0.05) == ""
     assert diff_row("r", _row("train-b8-s256", 1000), predicted(1000, 5, 1), None).tensor is None
+    older = predicted(1000, 5, 1)
+    older = replace(older, prediction=replace(older.prediction, method="an older simulator"))
+    assert diff_row("r", older, predicted(1000, 4, 1), None).tensor is None  # two simulators: not compared
     assert (signed_size(-2048), signed_size(2 * MIB)) == ("−2,048 bytes", "+2 MiB")
 
 

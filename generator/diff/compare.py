@@ -162,9 +162,10 @@ def diff_row(row_id: str, before: RowResult | None, after: RowResult | None, ove
 
 
 def tensor_change(before: RowResult, after: RowResult, measured: str, threshold: float) -> TensorChange | None:
-    """The exact change of the simulated tensor peak, where both rows carry a prediction."""
+    """The exact change of the simulated tensor peak, where both rows carry a prediction of the same simulator
+    (two simulators' tensor peaks differ by the simulator, not the library: not compared)."""
     old, new = before.prediction, after.prediction
-    if old is None or new is None:
+    if old is None or new is None or old.method != new.method:
         return None
     change_bytes = new.tensor_peak_bytes - old.tensor_peak_bytes
     verdict = "more" if change_bytes > 0 else "less" if change_bytes < 0 else "same"
