@@ -59,7 +59,7 @@ def test_a_new_machine_gets_every_page_and_section(main_job: Path, tmp_path: Pat
     assert _section_names(fresh["index.md"]) == [name for name in _section_names(committed["index.md"])
                                                  if name != "## The allocator"]
     article = fresh["index.md"]
-    assert "| Predicted |" in article and "No row of this environment carries a prediction" not in article
+    assert "| Predicted net |" in article and "No row of this environment carries a prediction" not in article
     assert "No row of this environment ran under a cap" not in article and "ran under a cap of" in article
     assert "No simulated rows of the example" not in article and "Needs (simulated)" in article
     assert "No simulated curves" not in fresh["fit.md"] and "| full training |" in fresh["fit.md"]

@@ -120,6 +120,11 @@ def cell(answer: FitAnswer) -> str:
     return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)})"
 
 
+def percent(share: float) -> str:
+    """'31 %': a whole percent, spaced as the pages write it."""
+    return f"{share:.0%}".replace("%", " %")
+
+
 def _error(value: int, measured: int) -> str:
     return signed_percent((value - measured) / measured)
 
@@ -151,7 +156,7 @@ def accuracy_views(judged: dict[str, Accuracy | None]) -> tuple[AllocatorAccurac
             judged=len(found.errors()), within_5=found.within(WITHIN), median_error=_share(found.median_abs()),
             worst_error=_share(found.worst_abs()), in_sample_median=_share(found.median_abs(False)),
             in_sample_worst=_share(found.worst_abs(False)),
-            margin=f"{found.margin:.0%}" if found.margin is not None else "",
+            margin=percent(found.margin) if found.margin is not None else "",
             exceeded=found.exceeded(found.margin) if found.margin is not None else 0))
     return tuple(views)
 
@@ -229,9 +234,9 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           process_model=process.describe(), budgets=budgets, models=model_views(answers),
                           gpu_budgets=tuple(b.label for b in budgets if b.target == "gpu"),
                           cpu_budgets=tuple(b.label for b in budgets if b.target == "cpu"),
-                          gpu_margin_text=f"{SITE_MARGIN:.0%}",
-                          cpu_margin_text=f"{cpu_margin:.0%}" + (" (the band validated below)" if validated
+                          gpu_margin_text=percent(SITE_MARGIN),
+                          cpu_margin_text=percent(cpu_margin) + (" (the band validated below)" if validated
                                                                  else " (no band validated: one model measured)"),
                           context_allowance=format_mib(CUDA_CONTEXT_BYTES), gpu_rules=cuda_rules(),
-                          within_text=f"{WITHIN:.0%}".replace("%", " %"), accuracy=checked, missing=missing,
+                          within_text=percent(WITHIN), accuracy=checked, missing=missing,
                           simulated_in=table.environment if table else "", points=accuracy_points(judged))
