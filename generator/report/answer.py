@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.report.example import SimulatedLine, simulated_lines
-from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, site_answers
+from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, percent, site_answers
 from generator.store.fit_table import FitTable
 from generator.units import GIB, format_gib
 
@@ -48,7 +48,7 @@ def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) 
     first_per_task: dict[str, SimulatedLine] = {}
     for line in simulated_lines(fit_table):  # each task's first line is its smallest shape
         first_per_task.setdefault(line.task, line)
-    return FirstAnswer(card=format_gib(EXAMPLE_CARD_BYTES, 0), margin=f"{SITE_MARGIN:.0%}".replace("%", " %"),
+    return FirstAnswer(card=format_gib(EXAMPLE_CARD_BYTES, 0), margin=percent(SITE_MARGIN),
                        seq_len_text=f"{fit_table.seq_len:,}", model=model, answers=answers,
                        large_model=fit_table.example[0].model if fit_table.example else "",
                        large_lines=tuple(first_per_task.values()),

@@ -111,8 +111,9 @@ def large_model(fit_table: FitTable | None) -> LargeModel | None:
     """Which share dominates full bf16 training of the example's model at its smallest simulated shape."""
     if fit_table is None:
         return None
-    lines = [s for s in fit_table.example if parse_row(s.row).mode == "train" and parse_row(s.row).dtype == "bfloat16"
-             and not parse_row(s.row).lora_rank and not parse_row(s.row).amp]
+    rows = [(s, parse_row(s.row)) for s in fit_table.example]
+    lines = [s for s, row in rows if row.mode == "train" and row.dtype == "bfloat16" and not row.lora_rank
+             and not row.amp]
     curve = next((c for c in fit_table.curves if lines and c.model == lines[0].model), None)
     if not lines or curve is None:
         return None
