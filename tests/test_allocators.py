@@ -63,9 +63,10 @@ def test_the_tuned_process_returns_freed_activations(tmp_path: Path) -> None:
     """Under glibc-tuned every block over 128 KiB is its own mapping, returned when freed: the process holds at least
     its simulated tensors, and a training row peaks lower than under default glibc, which keeps freed activations.
 
-    How close the tuned process comes to the tensor peak depends on the machine: here (AMD EPYC, THP madvise) the
-    tiny training row sits 2 % under it, and CI's machine once measured it 27 % over (a runtime this test cannot
-    see). That closeness is judged on the committed measurements of one machine (store/accuracy.py), not here."""
+    What the tuned process holds beyond its tensors depends on the machine: here (AMD EPYC, THP madvise) the tiny
+    batch-16 training row holds its tensor peak plus about 31 MiB, and CI's machine once held about 91 MiB more
+    than its tensors (a runtime this test cannot see). The closeness is judged out of sample on each machine's
+    own rows (the next test, and store/accuracy.py on the committed ones), not as a fixed allowance here."""
     rows = ("train-b16-s512", "infer-b16-s512")
     measured = run_cli("measure", "--model", str(TINY_MODEL), "--rows", *rows, "--allocator", "glibc",
                        "glibc-tuned", "--repeats", "1", "--output", str(tmp_path))
@@ -89,10 +90,11 @@ def test_the_tuned_process_returns_freed_activations(tmp_path: Path) -> None:
 
 
 def test_the_tuned_prediction_of_a_held_out_row_is_within_5_percent(tmp_path: Path) -> None:
-    """Out of sample: the glibc-tuned overhead line is fitted on three measured rows of this machine (batch 8 and
-    32 training, batch 16 inference), then predicts batch 16 training before it is measured. Stated tolerance: the
-    measured net peak is within 5 % of the prediction (here: 203 MiB predicted, 204 MiB measured)."""
-    model, fitted = ("--model", str(TINY_MODEL)), ("train-b8-s512", "train-b32-s512", "infer-b16-s512")
+    """Out of sample: the glibc-tuned overhead line is fitted on three measured training rows of this machine
+    (batch 4, 8 and 32), then predicts batch 16, between them, before it is measured: whatever this machine's
+    runtime adds, a line through its own rows carries it. Stated tolerance: the measured net peak is within 5 %
+    of the prediction."""
+    model, fitted = ("--model", str(TINY_MODEL)), ("train-b4-s512", "train-b8-s512", "train-b32-s512")
     common = ("--allocator", "glibc-tuned", "--repeats", "1", "--output", str(tmp_path))
     assert run_cli("measure", *model, "--rows", *fitted, *common).returncode == 0
     recorded = run_cli("predict", *model, "--rows", *fitted, "--allocator", "glibc-tuned", "--record",
