@@ -164,12 +164,11 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
 def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopLevelMixin:
     """Predicted against measured net peak for every row judged out of sample (its model's rows left out of the
     fit), log-log: y = x, the ±within band, and each row's repeats as a horizontal bar."""
-    data = [{"model": p.model, "row": p.row, "allocator": p.allocator, "measured": p.measured, "low": p.low,
-             "high": p.high, "predicted": p.predicted,
-             "judged": "held out" if p.held_out else "in sample"} for p in points if p.measured > 0 and p.held_out]
-    if not data:
-        return alt.Chart(alt.Data(values=[])).mark_point()
     shown = [p for p in points if p.measured > 0 and p.held_out]
+    if not shown:
+        return alt.Chart(alt.Data(values=[])).mark_point()
+    data = [{"model": p.model, "row": p.row, "allocator": p.allocator, "measured": p.measured, "low": p.low,
+             "high": p.high, "predicted": p.predicted, "judged": "held out"} for p in shown]
     low = min(min(p.low, p.predicted) for p in shown) * 0.8
     ends = [low, max(max(p.high, p.predicted) for p in shown) * 1.2]
     factors = (("y = x", 1.0), ("above", 1 + within), ("below", 1 - within))

@@ -15,7 +15,8 @@ HALVES = -0.45  # a change of −45 % or more reads as "halves"; anything smalle
 FIXED_ARRAYS = ("weights", "gradients", "AdamW state")
 
 
-def _fixed(row: RowView) -> int:
+def fixed_bytes(row: RowView) -> int:
+    """Weights, gradients and AdamW state of a row: its P-sized arrays."""
     return sum(c.n_bytes for c in row.components if c.name in FIXED_ARRAYS)
 
 
@@ -41,11 +42,11 @@ def half_precision(bf16: RowView | None, fp32: RowView | None) -> HalfPrecision 
     """What halves when weights and AdamW state go to 16 bits, and what the rest of the peak does."""
     if not bf16 or not fp32 or not bf16.net or not fp32.net or not bf16.components or not fp32.components:
         return None
-    rest_before, rest_after = fp32.net.n_bytes - _fixed(fp32), bf16.net.n_bytes - _fixed(bf16)
+    rest_before, rest_after = fp32.net.n_bytes - fixed_bytes(fp32), bf16.net.n_bytes - fixed_bytes(bf16)
     if rest_before <= 0:
         return None
     change = rest_after / rest_before - 1
-    return HalfPrecision(arrays_before=figure(_fixed(fp32)), arrays_after=figure(_fixed(bf16)),
+    return HalfPrecision(arrays_before=figure(fixed_bytes(fp32)), arrays_after=figure(fixed_bytes(bf16)),
                          rest_before=figure(rest_before), rest_after=figure(rest_after), rest_change=signed(change),
                          rest_size=share(abs(change)),
                          rest_direction=_direction(change), rest_halves=change <= HALVES)
@@ -112,13 +113,14 @@ def large_model(fit_table: FitTable | None) -> LargeModel | None:
     if fit_table is None:
         return None
     rows = [(s, parse_row(s.row)) for s in fit_table.example]
-    lines = [s for s, row in rows if row.mode == "train" and row.dtype == "bfloat16" and not row.lora_rank
-             and not row.amp]
-    curve = next((c for c in fit_table.curves if lines and c.model == lines[0].model), None)
-    if not lines or curve is None:
+    full = [(s, row) for s, row in rows if row.mode == "train" and row.dtype == "bfloat16" and not row.lora_rank
+            and not row.amp]
+    if not full:
         return None
-    line = min(lines, key=lambda s: parse_row(s.row).tokens_per_step)
-    row = parse_row(line.row)
+    line, row = min(full, key=lambda pair: pair[1].tokens_per_step)
+    curve = next((c for c in fit_table.curves if c.model == line.model), None)
+    if curve is None:
+        return None
     fixed = fixed_costs(curve.parameters, curve.parameters, row.dtype, True).total
     value = fixed / line.tensor_peak_bytes
     return LargeModel(model=line.model, parameters=f"{curve.parameters:,}",

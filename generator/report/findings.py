@@ -11,7 +11,15 @@ from generator.budget import (
     weight_bytes,
 )
 from generator.matrix import DEFAULT_ALLOCATOR
-from generator.report.claims import HalfPrecision, LogitsShare, SameTokens, half_precision, logits_share, same_tokens
+from generator.report.claims import (
+    HalfPrecision,
+    LogitsShare,
+    SameTokens,
+    fixed_bytes,
+    half_precision,
+    logits_share,
+    same_tokens,
+)
 from generator.report.views import PHASE_LABELS, Figure, OverheadSummary, Ratio, RowView, figure, ratio, share
 from generator.store.records import RowResult
 from generator.units import MIB, format_mib, signed_percent
@@ -232,7 +240,7 @@ def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
     row = by_id.get(f"train-b8-s{seq_len}")
     if row is None or row.net is None or found.fit is None or not row.components or row.net.n_bytes <= 0:
         return None
-    fixed = sum(c.n_bytes for c in row.components if c.name != "activations and the rest")
+    fixed = fixed_bytes(row)
     fixed_share = fixed / row.net.n_bytes
     for_fixed = [c for c in (found.lora, found.half_precision) if c is not None]
     for_activations = [c for c in (found.checkpointing, found.allocator) if c is not None]
