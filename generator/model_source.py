@@ -57,8 +57,9 @@ def resolve_model(text: str | None) -> ModelSource:
         path = resources.files("generator") / "models" / file_name
         return _from_config_file(Path(str(path)), name, f"{file_name} (shipped with memory-budget)")
     path = Path(text).expanduser()
-    if path.is_file():
-        return _from_config_file(path, path.stem, text)
+    if path.is_file():  # a hub-style .../<model>/config.json is named after its folder
+        name = path.resolve().parent.name if path.stem == "config" and path.resolve().parent.name else path.stem
+        return _from_config_file(path, name, text)
     if path.is_dir():
         return _from_folder(path)
     if _looks_like_path(text):
@@ -141,13 +142,29 @@ def _check_causal_lm(config: dict, where: str) -> int:
     if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not config.get("is_decoder"):
         raise ModelError(f"--model {where}: model_type {model_type!r} is an encoder (a masked language model), "
                          "not a causal one; set \"is_decoder\": true in its config to measure it as a decoder")
+    _check_sizes(config, where)  # before transformers reads them, which logs its own complaints first
     fields = {key: value for key, value in config.items() if key != "model_type"}
     try:
         built = AutoConfig.for_model(str(model_type), **fields)
     except Exception as error:  # transformers and huggingface_hub validate with exceptions of many types
         raise ModelError(f"--model {where}: transformers cannot build its config ({one_line_error(error)})") from None
+    _check_sizes(built, where)
     positions = getattr(built, "max_position_embeddings", None)
     return positions if isinstance(positions, int) and positions > 0 else 0
+
+
+# The sizes every causal LM config has (transformers maps GPT-2's n_layer and the like onto the first four).
+_SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "n_layer", "n_embd", "n_head")
+
+
+def _check_sizes(config, where: str) -> None:
+    """Refuse a size of zero or less, in a config file or a built config: a model without layers or without a
+    vocabulary has no peak to measure, and building one fails deep in torch (a vocabulary of 0) or answers with
+    nonsense (no layers)."""
+    for name in _SIZES:
+        value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            raise ModelError(f"--model {where}: {name} is {value}; it must be 1 or more")
 
 
 def check_lengths(source: ModelSource, lengths: list[int]) -> None:
@@ -159,6 +176,25 @@ def check_lengths(source: ModelSource, lengths: list[int]) -> None:
         if length > source.max_positions:
             raise ModelError(f"--model {source.reference}: a sequence of {length:,} tokens is longer than its "
                              f"{source.max_positions:,} positions that its config allows")
+
+
+def check_lora_targets(source: ModelSource, targets: tuple[str, ...]) -> None:
+    """Refuse --lora-targets that name no module of the model, as peft matches them (the module's name, or the
+    end of its dotted path), whatever rows were asked for: a target that matches nothing is a typing slip, and
+    the rows without LoRA would otherwise ignore it silently. The model is built on the meta device: no memory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"), _no_init_weights():
+        model = AutoModelForCausalLM.from_config(load_config(source))
+    names = [name for name, _ in model.named_modules() if name]
+    missing = [target for target in targets if not any(name == target or name.endswith(f".{target}")
+                                                          for name in names)]
+    if missing:
+        leaves = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                         if type(module).__name__ in ("Linear", "Conv1D")} - {"lm_head"})  # Conv1D: GPT-2
+        raise ModelError(f"--lora-targets {','.join(missing)}: {source.name} has no module of that name "
+                         f"(its linear layers: {', '.join(leaves) or 'none'})")
 
 
 def config_hash(config: dict) -> str:

@@ -57,8 +57,11 @@ def with_lora(model: Any, row: RowSpec, targets: tuple[str, ...] = ()) -> tuple[
     targets = targets or default_lora_targets(model.config.model_type)
     config = peft.LoraConfig(r=row.lora_rank, lora_alpha=2 * row.lora_rank, lora_dropout=0.0,
                              target_modules=list(targets), task_type="CAUSAL_LM")
-    with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not ours
+    with warnings.catch_warnings():  # library notes that are not the user's business, silenced here only:
+        # peft reads transformers' deprecated is_gradient_checkpointing, and sets fan_in_fan_out itself for
+        # GPT-2's Conv1D layers (the right setting, which it announces on every LoRA row)
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*", category=UserWarning)
         return peft.get_peft_model(model, config), targets
 
 
@@ -78,6 +81,8 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
     import torch
 
     model.config.use_cache = False
+    if getattr(model, "loss_type", "") is None:  # transformers 5 would log that it picks this default itself
+        model.loss_type = "ForCausalLM"
     targets: tuple[str, ...] = ()
     optimizer = None
     if row.mode != "train":

@@ -1,6 +1,7 @@
 """Byte counts: parse sizes people type, and show stored integer bytes in one labelled binary unit."""
 
 import re
+from decimal import Decimal
 
 KIB = 1024
 MIB = 1024**2
@@ -11,18 +12,30 @@ _UNITS = {
     "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB, "t": 1024**4, "tib": 1024**4,
     "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
 }
+# Larger than any machine's memory: a size above it is a typing slip, refused rather than computed with.
+MAX_SIZE = 1024**6  # 1 EiB
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_size(text: str) -> int:
-    """Parse '3GiB', '512MiB', '2.5G' (binary) or '3GB' (decimal) into bytes; raise ValueError otherwise."""
+def parse_size(text: str, require_unit: bool = False) -> int:
+    """Parse '3GiB', '512MiB', '2.5G' (binary) or '3GB' (decimal) into bytes; raise ValueError otherwise.
+
+    With require_unit, a bare number is refused with a hint: '--budget 24' means 24 GiB to a person, never
+    24 bytes. Digits are read exactly (Decimal), so a thousand-digit size is refused as too large instead of
+    overflowing a float."""
     if text.strip().startswith("-"):
         raise ValueError(f"a size must be above zero: {text!r}")
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (try 3GiB, 512MiB or 3000000000)")
-    value = int(float(match.group(1)) * _UNITS[unit])
+        raise ValueError(f"not a size: {text!r} (try 3GiB, 512MiB or 3000000000B)")
+    if require_unit and not unit:
+        raise ValueError(f"{text!r} has no unit: say {match.group(1)}GiB, {match.group(1)}MiB or "
+                         f"{match.group(1)}B")
+    amount = Decimal(match.group(1)) * _UNITS[unit]
+    if amount > MAX_SIZE:
+        raise ValueError(f"a size over 1 EiB is not a machine's memory: {text[:40]!r}")
+    value = int(amount)
     if value <= 0:
         raise ValueError(f"a size must be above zero: {text!r}")
     return value

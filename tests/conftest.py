@@ -41,3 +41,22 @@ def measurements_copy(measured_root: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "measurements"
     shutil.copytree(measured_root, copy)
     return copy
+
+
+def grow(document: dict, factor: float = 1.0, add: int = 0) -> None:
+    """Move a result file's net peak as a real run would move it: the summary, its spread, the process peak and
+    every repeat, so that the file stays plausible (the loader refuses a summary outside its repeats)."""
+    result = document["result"]
+
+    def moved(net: int) -> int:
+        return int(net * factor) + add
+
+    before = result["net_peak_bytes"]
+    for key in ("net_peak_bytes", "net_peak_min_bytes", "net_peak_max_bytes"):
+        if result.get(key):
+            result[key] = moved(result[key])
+    result["peak_rss_bytes"] += result["net_peak_bytes"] - before
+    for repeat in document.get("repeats", []):
+        if repeat.get("status") == "ok":
+            repeat["peak_rss_bytes"] = repeat["baseline_bytes"] + moved(repeat["peak_rss_bytes"]
+                                                                        - repeat["baseline_bytes"])

@@ -1,6 +1,8 @@
 """The allocator as a recorded coordinate of a row: the environment each allocator's worker server starts with,
 refusals, the record in the result file, and the tuned setting's process peak against the simulated tensors."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,15 @@ from generator.store.catalog import load_folder
 from generator.store.codec import load_file
 
 
+def _package_installed(package: str) -> bool:
+    """Whether Debian's package database says the package is installed (False where there is no dpkg)."""
+    if shutil.which("dpkg-query") is None:
+        return False
+    status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True,
+                            check=False)
+    return status.stdout.strip() == "install ok installed"
+
+
 def test_each_allocator_gets_its_own_environment_and_nothing_of_the_others() -> None:
     base = {"PATH": "/bin", "LD_PRELOAD": "/x.so", "MALLOC_MMAP_THRESHOLD_": "1", "MALLOC_TRIM_THRESHOLD_": "2"}
     assert allocators.allocator_environment("glibc", base) == {"PATH": "/bin"}
@@ -19,8 +30,12 @@ def test_each_allocator_gets_its_own_environment_and_nothing_of_the_others() -> 
         "PATH": "/bin", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
     for name in ("jemalloc", "tcmalloc"):
         path = allocators.library_path(name)
-        if path is not None:  # .ci/run installs both; a bare machine may lack them
+        if _package_installed(allocators.PACKAGES[name]):  # .ci/run installs both: the library must be found
+            assert path is not None, f"{allocators.PACKAGES[name]} is installed but {name}'s library is not found"
             assert allocators.allocator_environment(name, base) == {"PATH": "/bin", "LD_PRELOAD": str(path)}
+        else:  # a bare machine: refused in one line that names the package
+            with pytest.raises(allocators.AllocatorError, match=allocators.PACKAGES[name]):
+                allocators.allocator_environment(name, base)
     with pytest.raises(allocators.AllocatorError, match="unknown allocator"):
         allocators.allocator_environment("mimalloc", base)
 

@@ -132,7 +132,7 @@ def test_build_never_replaces_a_folder_that_is_not_a_site(measured_root: Path, t
     precious.mkdir()
     (precious / "thesis.txt").write_text("years of work")
     result = run_cli("build", "--measurements", str(measured_root), "--output", str(precious))
-    assert_refused(result, "refusing to replace it")
+    assert_refused(result, "did not write (thesis.txt)")
     assert (precious / "thesis.txt").read_text() == "years of work"
     a_file = tmp_path / "site.txt"
     a_file.write_text("keep")

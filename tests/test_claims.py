@@ -68,17 +68,22 @@ def test_tokens_or_length_is_judged_against_the_repeats() -> None:
 
 
 def _table(peak: int) -> FitTable:
+    """The example's rows: the smallest full bf16 training row is the one judged; a larger one, a LoRA row and a
+    mixed-precision row with fewer tokens are there so that picking another row changes the share."""
     curve = Curve(model="Big", config_sha256="x", parameters=P, kind="train-bf16", row="train-b{b}-s512-bf16",
                   batches=(1, 2), tensor_bytes=(peak, 2 * peak), cuda_bytes=(peak, 2 * peak))
-    return FitTable(libraries="l", environment="e", seq_len=512, curves=(curve,),
-                    example=(Simulated(model="Big", task="train all of it", row="train-b1-s512-bf16",
-                                       tensor_peak_bytes=peak),))
+    example = (Simulated(model="Big", task="train all of it", row="train-b4-s1024-bf16", tensor_peak_bytes=8 * peak),
+               Simulated(model="Big", task="train all of it", row="train-b1-s512-bf16", tensor_peak_bytes=peak),
+               Simulated(model="Big", task="LoRA", row="train-b1-s256-bf16-lora8", tensor_peak_bytes=peak // 100),
+               Simulated(model="Big", task="mixed", row="train-b1-s128-amp", tensor_peak_bytes=peak // 100))
+    return FitTable(libraries="l", environment="e", seq_len=512, curves=(curve,), example=example)
 
 
 def test_which_fix_first_for_the_large_model_follows_its_shares() -> None:
     fixed_heavy, activation_heavy = _table(10_000_000), _table(40_000_000)  # fixed: 8,000,000 bytes in bf16
     found = large_model(fixed_heavy)
     assert found is not None and found.fixed.n_bytes == 8_000_000 and found.fixed_share.text == "80 %"
+    assert (found.shape, found.peak.n_bytes) == ("batch 1 × 512", 10_000_000)
     assert found.fixed_dominate and not large_model(activation_heavy).fixed_dominate  # type: ignore[union-attr]
     rows = (_row("train-b8-s256", 40_000_000), _row("train-b1-s256", 20_000_000), _row("train-b2-s256", 25_000_000),
             _row("train-b4-s256", 30_000_000))  # fixed 40 % of the batch-8 peak: activations dominate here
@@ -99,3 +104,4 @@ def test_the_worked_example_computes_with_the_multiplier_it_shows() -> None:
     assert line.multiplier.text == "1.11×" and line.need.n_bytes == round(12_000_000_000 * 1.11)
     assert found.parameters_text == "Big's 6,000,000,000" and found.weights.n_bytes == 12_000_000_000
     assert example(views, None, P, 256).parameters_text == "a model of 7 billion"
+

@@ -130,3 +130,34 @@ def test_slurm_options_come_from_a_file_beside_the_measurements(tmp_path: Path) 
     (tmp_path / "_slurm.toml").write_text('[slurm]\npartitoin = "cpu"\n')
     with pytest.raises(ValueError, match="unknown keys partitoin"):
         load_options(tmp_path, {})
+
+
+def test_the_merger_keeps_two_node_types_apart(tmp_path: Path) -> None:
+    """Repeats of one row from two kinds of node are two rows, each in its environment's folder, never one row
+    with the repeats of both machines mixed into one median."""
+    from dataclasses import replace
+
+    from test_mutation_figures import ENV
+
+    from generator.matrix import parse_row
+    from generator.measure.cluster import JobOutcome, Submission
+    from generator.measure.cluster_run import _Merger
+    from generator.measure.matrix_run import MeasureRequest
+    from generator.model_source import resolve_model
+    from generator.store.records import Repeat
+
+    class _Display:
+        def row_finished(self, *_: object) -> None:
+            pass
+
+    row = parse_row("infer-b1-s256")
+    request = MeasureRequest(rows=(row,), model=resolve_model(str(TINY_MODEL)), output=tmp_path / "m")
+    merge = _Merger(request, _Display(), tmp_path / "jobs")  # type: ignore[arg-type]
+    for environment, peak in ((ENV, 300_000_000), (replace(ENV, id="cpu-other-node", cpu="Xeon"), 500_000_000)):
+        for _ in range(2):
+            repeat = Repeat(status="ok", baseline_bytes=100_000_000, peak_rss_bytes=peak, parameters=1)
+            merge(Submission(row, 1, tmp_path, None), JobOutcome(environment, repeat, ""))
+    loaded = sorted((load_file(path) for path in (tmp_path / "m").glob("*/*/infer-b1-s256.toml")),
+                    key=lambda result: result.environment.id)
+    assert [(r.environment.id, len(r.repeats), r.summary.net_peak_bytes) for r in loaded] == [
+        ("cpu-other-node", 2, 400_000_000), ("cpu-x", 2, 200_000_000)]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from conftest import TINY_MODEL, run_cli
+from conftest import TINY_MODEL, grow, run_cli
 
-from generator.diff.compare import compare, parse_threshold
+from generator.diff.compare import NothingComparedError, compare, parse_threshold
 from generator.store.catalog import Catalog
 
 ROWS = ("infer-b8", "train-b1", "train-b8", "train-b8-ckpt")
@@ -78,7 +78,7 @@ def test_a_ten_percent_rise_is_more_and_fails_the_gate(real_twin: tuple[Path, Pa
     before, after = real_twin
     next(after.rglob("train-b8-s256-glibc-tuned.toml")).unlink()  # else the row is judged on its tuned twin
     path = next(after.rglob("train-b8-s256.toml"))
-    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.10)))
+    _edit(path, lambda d: grow(d, 1.10))
     result = diff(before, after)
     assert result.returncode == 1, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if "train-b8-s256 " in line)
@@ -89,7 +89,7 @@ def test_a_ten_percent_rise_is_more_and_fails_the_gate(real_twin: tuple[Path, Pa
 def test_a_tenth_of_a_percent_is_same(real_twin: tuple[Path, Path]) -> None:
     before, after = real_twin
     path = next(after.rglob("train-b8-s256.toml"))
-    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.001)))
+    _edit(path, lambda d: grow(d, 1.001))
     result = diff(before, after, "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     row = next(r for r in json.loads(result.stdout)["rows"] if r["row"] == "train-b8-s256")
@@ -97,7 +97,7 @@ def test_a_tenth_of_a_percent_is_same(real_twin: tuple[Path, Path]) -> None:
     sides = [tomllib.loads(next(side.rglob("train-b8-s256.toml")).read_text())["result"] for side in real_twin]
     spreads = [(s["net_peak_max_bytes"] - s["net_peak_min_bytes"]) / s["net_peak_bytes"] for s in sides]
     assert row["verdict"] == "same" and row["threshold"] == pytest.approx(max(0.05, *spreads))
-    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.12)))
+    _edit(path, lambda d: grow(d, 1.12))
     moved = next(r for r in json.loads(diff(before, after, "--format", "json").stdout)["rows"]
                  if r["row"] == "train-b8-s256")
     assert moved["verdict"] == "more" and moved["change"] > 0 and moved["change_bytes"] > 0
@@ -107,7 +107,7 @@ def test_threshold_override(real_twin: tuple[Path, Path]) -> None:
     before, after = real_twin
     next(after.rglob("train-b8-s256-glibc-tuned.toml")).unlink()
     path = next(after.rglob("train-b8-s256.toml"))
-    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.03)))
+    _edit(path, lambda d: grow(d, 1.03))
     assert diff(before, after).returncode == 0
     result = diff(before, after, "--threshold", "2%", "--format", "md")
     assert result.returncode == 1
@@ -134,9 +134,9 @@ def test_other_config_or_method_is_not_comparable(twin: tuple[Path, Path]) -> No
     assert reasons["train-b1-s256"] == ("same", "")
     for path in rows.glob("[!_]*.toml"):  # the same name, another architecture: every row of the model
         _edit(path, lambda d: d["model"].update(config_sha256="f" * 64))
-    document = json.loads(diff(before, after, "--format", "json").stdout)
-    assert {row["verdict"] for row in document["rows"]} == {"not comparable"}
-    assert all("model.config_sha256 differs" in row["reason"] for row in document["rows"])
+    refused = diff(before, after, "--format", "json")  # nothing compared: a gate must not pass
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert "nothing was checked" in refused.stderr and "model.config_sha256 differs" in refused.stderr
 
 
 def test_a_different_cpu_is_said_above_the_table(twin: tuple[Path, Path]) -> None:
@@ -196,8 +196,8 @@ def test_old_files_without_the_new_keys_load_and_diff(twin: tuple[Path, Path], t
     assert {result.method_version for result in old.results} == {1}
     same = compare(old, old)
     assert {row.verdict for row in same.rows} == {"same"}
-    across = compare(old, Catalog(before.parent).select(before, None))
-    assert {row.verdict for row in across.rows} == {"not comparable"}
+    with pytest.raises(NothingComparedError, match=r"method_version differs \(1 against 2\)"):
+        compare(old, Catalog(before.parent).select(before, None))  # every row: not comparable, so nothing checked
 
 
 def test_threshold_parsing() -> None:
@@ -210,12 +210,12 @@ def test_threshold_parsing() -> None:
 def test_a_row_with_a_tuned_twin_is_judged_on_the_twin(real_twin: tuple[Path, Path]) -> None:
     before, after = real_twin
     path = next(after.rglob("train-b8-s256.toml"))
-    _edit(path, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.10)))
+    _edit(path, lambda d: grow(d, 1.10))
     result = diff(before, after, "--format", "json")
     assert result.returncode == 0, result.stdout  # the twin did not move: an allocator effect, not a regression
     rows = {row["row"]: row for row in json.loads(result.stdout)["rows"]}
     assert rows["train-b8-s256"]["verdict"] == "more"
     assert rows["train-b8-s256"]["judged_on"] == "train-b8-s256-glibc-tuned"
     twin = next(after.rglob("train-b8-s256-glibc-tuned.toml"))
-    _edit(twin, lambda d: d["result"].update(net_peak_bytes=int(d["result"]["net_peak_bytes"] * 1.01)))
+    _edit(twin, lambda d: grow(d, 1.01))
     assert diff(before, after).returncode == 1  # +1 % under the tuned allocator is past its floor

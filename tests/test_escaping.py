@@ -173,3 +173,41 @@ def test_every_string_field_that_reaches_a_page_is_text(measured_folder: Path) -
                 literal = PAYLOADS[0]  # shown as text; lists such as LoRA targets are re-joined with commas
                 assert literal in html.visible and literal in as_host.visible, (table, name)
     assert {"environment.os", "environment.cpu", "model.name"} <= set(reached), reached
+
+
+def _poison_every_file(root: Path) -> None:
+    """The payloads in every string a row file or a fit table gives the pages: model names and references, the
+    CPU, and the curves' and the worked example's model names."""
+    for path in root.rglob("*.toml"):
+        document = tomllib.loads(path.read_text())
+        if path.name == "_fit.toml":
+            for entry in (*document.get("curves", []), *document.get("example", [])):
+                entry["model"] = f"{entry['model']} {HOSTILE}"
+        elif not path.name.startswith("_") and "model" in document:
+            document["model"]["name"] = f"{document['model']['name']} {HOSTILE}"
+            document["model"]["reference"] = f"{HOSTILE}.json"
+            document["environment"]["cpu"] = f"CPU {HOSTILE}"
+        else:
+            continue
+        path.write_text(tomli_w.dumps(document))
+
+
+def test_every_page_and_both_twins_keep_values_as_text(tmp_path: Path) -> None:
+    """Every page the committed measurements build (article, fit, versions), poisoned, in both twins: the HTML
+    as built, and the Markdown as a code host renders it, raw HTML allowed."""
+    import shutil
+
+    from generator.report.site import build_pages
+
+    root = tmp_path / "measurements"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "measurements", root)
+    _poison_every_file(root)
+    pages = build_pages(root)
+    names = sorted(name.rsplit(".", 1)[0] for name in pages if name.endswith(".md"))
+    assert names == ["fit", "index", "versions"], names
+    for name in names:
+        html = assert_no_markup_from_values(pages[f"{name}.html"])
+        as_host = assert_no_markup_from_values(
+            MarkdownIt("commonmark", {"html": True}).enable("table").render(pages[f"{name}.md"]))
+        for payload in PAYLOADS:
+            assert payload in html.visible and payload in as_host.visible, (name, payload)

@@ -108,7 +108,16 @@ def test_plausible_but_wrong_values_load_or_are_refused_and_the_page_still_build
         result = parse(tomli_w.dumps(document), VALID_FILE)
     except ResultsError:
         return
-    build_context([result, *COMMITTED_ROWS])
+    context = build_context([result, *COMMITTED_ROWS])
+    # What loads is published as it is, and it is plausible: the edited row's net peak is its file's, and no
+    # process or net peak on the page is above the memory its machine recorded (or over 1 PiB where none is).
+    shown = {view.id: view for view in context.rows}
+    if result.row.id in shown and result.summary.ok and result.row.mode != "baseline":
+        assert shown[result.row.id].net.n_bytes == result.summary.net_peak_bytes  # type: ignore[union-attr]
+    limits = {r.row.id: r.environment.total_memory_bytes or 1024**5 for r in (result, *COMMITTED_ROWS)}
+    for view in context.rows:
+        for figure in (view.net, view.peak):
+            assert figure is None or figure.n_bytes <= limits[view.id], (view.id, figure)
 
 
 @given(st.text(max_size=300))

@@ -825,7 +825,7 @@ def test_more_edges_of_diff_units_findings_and_the_codec(tmp_path: Path) -> None
     for batch in (1, 2, 4):
         tuned_row = _row(f"train-b{batch}-s256-glibc-tuned", 100 * batch + 7, prediction=100 * batch)
         save(tuned_row, tmp_path / "cpu-x" / "m")
-    model = overhead_model(Catalog(tmp_path), "cpu-x", "glibc-tuned")
+    model = overhead_model(Catalog(tmp_path), ENV, "glibc-tuned")
     assert model.rows == 3 and model.fixed == pytest.approx(7.0)
     allocators = [_row(f"train-b8-s256{suffix}", 1000 + i, nets=(1000 + i,)) for i, suffix in
                   enumerate(("", "-glibc-tuned", "-jemalloc"))]

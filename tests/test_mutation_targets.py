@@ -172,9 +172,11 @@ def test_thresholds_parse(text: str, value: float) -> None:
     assert parse_threshold(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["2", "-1%", "1000%", "x%", ""])
-def test_bad_thresholds_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="not a percentage"):
+@pytest.mark.parametrize(("text", "reason"), [("2", "not a percentage"), ("-1%", "must be 0% or more"),
+                                              ("1000%", "must be under 1000%"), ("x%", "not a percentage"),
+                                              ("", "not a percentage"), ("nan%", "not a percentage")])
+def test_bad_thresholds_are_refused(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
         parse_threshold(text)
 
 
@@ -288,6 +290,10 @@ def test_a_failed_summary_keeps_its_cap_method() -> None:
 # ---------------------------------------------------------------- the overhead model
 
 
+def _environment_of(catalog, folder):
+    return catalog.every_result(folder)[0].environment
+
+
 def test_the_overhead_model_by_hand() -> None:
     """Fitted on this environment's finished, uncapped rows with predictions; else the first other folder that
     has three; the pairs and the words by hand."""
@@ -307,17 +313,21 @@ def test_the_overhead_model_by_hand() -> None:
                 if r.prediction is not None and r.summary.ok and r.row.mode != "baseline"
                 and not r.row.memory_limit_bytes and r.row.allocator == "glibc"]
     assert pairs == expected and len(pairs) >= 3
-    model = overhead_model(catalog, mine.name)
+    model = overhead_model(catalog, _environment_of(catalog, mine))
     assert model.rows == len(pairs) and model.source.endswith(f"in {mine.name}")
     models = sorted({r.model.name for r in results if r.prediction is not None})
     assert model.source == f"{len(pairs)} measured rows of {', '.join(models)} under glibc in {mine.name}"
     line = fit_line([t for t, _ in pairs], [m for _, m in pairs])
     assert line is not None and model.proportional == pytest.approx(line.slope - 1)
     assert model.fixed == pytest.approx(line.intercept)
-    elsewhere = overhead_model(catalog, "cpu-no-such-environment")
-    first = next(f for f in folders if len(measured_pairs(catalog.every_result(f))) >= 3)
-    assert elsewhere.source.endswith(f"in {first.name}")
-    empty = overhead_model(Catalog(root / "no-such-folder"), "x")
+    here = replace(_environment_of(catalog, mine), id="cpu-no-such-environment")
+    elsewhere = overhead_model(catalog, here)  # borrowed: the newest rows with these library versions
+    same = [f for f in folders if len(measured_pairs(catalog.every_result(f))) >= 3
+            and _environment_of(catalog, f).transformers == here.transformers]
+    newest = max(same, key=lambda f: max(r.measured_at for r in catalog.every_result(f)
+                                         if r.prediction is not None and r.finished))
+    assert f"in {newest.name}, borrowed: cpu-no-such-environment has no such rows" in elsewhere.source
+    empty = overhead_model(Catalog(root / "no-such-folder"), replace(here, id="x"))
     assert empty.rows == 0 and empty.source.startswith("no overhead")
 
 
@@ -346,6 +356,6 @@ def test_three_pairs_are_enough_and_unpredicted_models_are_not_named(tmp_path) -
                                 trainable_parameters=1, method="m")
         net = 2 * tensor * MIB
         save(replace(_result(net, net, net, row=f"train-b{batch}-s256"), prediction=prediction), folder)
-    model = overhead_model(Catalog(tmp_path), "cpu-x")
+    model = overhead_model(Catalog(tmp_path), Environment(id="cpu-x"))
     assert (model.rows, model.proportional, model.source) == (3, pytest.approx(1.0),
                                                               "3 measured rows of m under glibc in cpu-x")

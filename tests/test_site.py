@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 import tomli_w
-from conftest import run_cli
+from conftest import grow, run_cli
 
 from generator.report.article import build_context
 from generator.store.catalog import load_folder as load_environment
@@ -26,7 +26,8 @@ def test_build_writes_every_page_and_the_charts(measured_root: Path, tmp_path: P
     site = tmp_path / "site"
     build(measured_root, site)
     assert sorted(p.name for p in site.iterdir()) == [
-        "fit.html", "fit.md", "fixes.svg", "index.html", "index.md", "memory-by-row.svg", "peak-vs-tokens.svg",
+        ".memory-budget-manifest", "fit.html", "fit.md", "fixes.svg", "index.html", "index.md", "memory-by-row.svg",
+        "peak-vs-tokens.svg",
         "two-steps.svg", "versions.html", "versions.md"]
     html = (site / "index.html").read_text()
     markdown = (site / "index.md").read_text()
@@ -60,8 +61,8 @@ def test_editing_a_figure_in_a_toml_file_changes_the_page(measurements_copy: Pat
     path = next(measurements_copy.glob("*/*/train-b8-s256.toml"))
     document = tomllib.loads(path.read_text())
     old_net = document["result"]["net_peak_bytes"]
-    new_net = old_net + 777 * 2**20
-    document["result"]["net_peak_bytes"] = new_net
+    grow(document, add=777 * 2**20)
+    new_net = document["result"]["net_peak_bytes"]
     path.write_text(tomli_w.dumps(document))
     build(measurements_copy, tmp_path / "site")
     markdown = (tmp_path / "site" / "index.md").read_text()
@@ -168,7 +169,7 @@ def test_a_second_environment_adds_the_versions_page(measurements_copy: Path, tm
         document = tomllib.loads(path.read_text())
         document["environment"].update(id=older.name, transformers="4.57.6")
         if path.stem == "train-b8-s256":
-            document["result"]["net_peak_bytes"] = int(document["result"]["net_peak_bytes"] * 2)
+            grow(document, 2)
         path.write_text(tomli_w.dumps(document))
     build(measurements_copy, tmp_path / "site")
     site = tmp_path / "site"

@@ -59,11 +59,14 @@ def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSour
     """--model resolved and checked, with every row's length within its positions, and --lora-targets."""
     from dataclasses import replace
 
-    from generator.model_source import check_lengths, resolve_model
+    from generator.model_source import check_lengths, check_lora_targets, resolve_model
 
     source = resolve_model(args.model)
     check_lengths(source, [row.positions for row in rows if row.mode != "baseline"])
-    return replace(source, lora_targets=args.lora_targets) if args.lora_targets else source
+    if not args.lora_targets:
+        return source
+    check_lora_targets(source, args.lora_targets)
+    return replace(source, lora_targets=args.lora_targets)
 
 
 def _require_cuda(device: str) -> None:
@@ -136,7 +139,7 @@ def run_probe(args: argparse.Namespace) -> int:
     (row,) = _under_allocators(parse_rows([args.row], args.seq, None), [args.allocator])
     _require_cuda(args.device)
     model = _model(args, (row,))
-    plan = plan_probe(row, args.output, args.device, args.memory_limit, model.name)
+    plan = plan_probe(row, args.output, args.device, args.memory_limit, model)
     print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
     report = measure_rows(MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
                                          repeats=1, repeats_explicit=True, force=True,
@@ -190,7 +193,7 @@ def run_build(args: argparse.Namespace) -> int:
     """`build`: measurements folder -> site/."""
     from generator.report.site import build_site
 
-    written = build_site(args.measurements, args.output, args.env, args.model)
+    written = build_site(args.measurements, args.output, args.env, args.model, args.force)
     print(f"wrote {', '.join(str(path) for path in written)}", file=sys.stderr)
     return 0
 
@@ -200,7 +203,7 @@ def _process_model(measurements, allocator: str):  # -> ProcessModel; the overhe
     from generator.store.catalog import Catalog
     from generator.store.overhead import overhead_model
 
-    return overhead_model(Catalog(measurements), collect_environment().id, allocator)
+    return overhead_model(Catalog(measurements), collect_environment(), allocator)
 
 
 def run_predict(args: argparse.Namespace) -> int:

@@ -48,9 +48,9 @@ def positive_seconds(text: str) -> float:
 
 
 def size(text: str) -> int:
-    """A size such as 3GiB."""
+    """A size such as 3GiB; a bare number is refused with a hint."""
     try:
-        return parse_size(text)
+        return parse_size(text, require_unit=True)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
@@ -170,7 +170,11 @@ def _build(commands: argparse._SubParsersAction, shared: dict) -> None:
                                 parents=[shared["measurements"]])
     build.add_argument("--env", help="environment to build the article from (default: the newest library versions)")
     build.add_argument("--model", help="the model whose rows to show (default: the shipped model, or the only one)")
-    build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s)")
+    build.add_argument("--output", type=Path, default=Path("site"), help="output folder (default: %(default)s); "
+                       "refused where it holds files no build wrote, except CNAME, .nojekyll and the paths listed "
+                       "in its .memory-budget-keep")
+    build.add_argument("--force", action="store_true",
+                       help="replace an output folder that holds files no build wrote (never the measurements)")
 
 
 def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
@@ -189,7 +193,8 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
     _allocator(fit, "the allocator whose measured overhead the answers add")
     fit.add_argument("--target", choices=("cpu", "gpu", "gpu-expandable"), default="cpu",
-                     help="where the budget is: cpu (this machine's measured process overhead, the default), gpu "
+                     help="where the budget is: cpu (the measured process overhead: this machine's rows, else "
+                     "borrowed, and said so, from an environment with the same library versions; the default), gpu "
                      "(the CUDA caching allocator, simulated, plus a context allowance), gpu-expandable (the same "
                      "with expandable segments)")
     fit.add_argument("--margin", type=percentage, metavar="PERCENT",

@@ -14,6 +14,7 @@ from generator.matrix import RowSpec
 from generator.store.catalog import Selection
 from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
 from generator.store.history import CATEGORY_FIELDS
+from generator.store.layout import environment_folder
 from generator.store.records import ResultsError, RowResult
 from generator.units import signed_mib
 
@@ -197,6 +198,14 @@ class DifferentModelsError(ResultsError):
     """Two sides that hold different models: nothing on them compares."""
 
 
+class NothingComparedError(ResultsError):
+    """Two sides with no row that could be compared: a gate that passed would have checked nothing."""
+
+
+# Verdicts that come from comparing a row's two sides (the others say why it was not compared).
+COMPARED = ("same", "more", "less", "failed")
+
+
 def compare(before: Selection, after: Selection, override: float | None = None) -> Comparison:
     """Every row of either side, in the order of the after side's rows, then rows only before. Sides that
     hold different models are refused: every row would be 'not comparable', and a gate would pass."""
@@ -209,11 +218,18 @@ def compare(before: Selection, after: Selection, override: float | None = None) 
     env_before, env_after = before.results[0].environment, after.results[0].environment
     libraries = tuple((key, getattr(env_before, key), getattr(env_after, key)) for key in LIBRARY_KEYS
                       if getattr(env_before, key) != getattr(env_after, key))
-    return Comparison(model=after.model, before=before.environment, after=after.environment,
-                      library_changes=libraries,
+    rows = tuple(diff_row(row_id, old.get(row_id), new.get(row_id), override) for row_id in order)
+    if not any(row.verdict in COMPARED for row in rows):
+        why = next((f" (first: {row.row}, {row.reason})" for row in rows if row.reason), "")
+        raise NothingComparedError(f"diff: no row of {after.model} could be compared between {before.folder} "
+                                   f"({len(old)} rows) and {after.folder} ({len(new)} rows): none is on both sides, "
+                                   f"finished and comparable, so nothing was checked{why}")
+    # one environment id on both sides (two copies of one set-up): the folders tell the sides apart
+    names = ((before.environment, after.environment) if before.environment != after.environment
+             else (str(environment_folder(before.folder)), str(environment_folder(after.folder))))
+    return Comparison(model=after.model, before=names[0], after=names[1], library_changes=libraries,
                       differences=tuple(environment_differences(env_before, env_after)),
-                      rows=defer_to_tuned(tuple(diff_row(row_id, old.get(row_id), new.get(row_id), override)
-                                                for row_id in order), {r.row.id: r.row for r in new.values()}))
+                      rows=defer_to_tuned(rows, {r.row.id: r.row for r in new.values()}))
 
 
 def defer_to_tuned(rows: tuple[RowDiff, ...], specs: dict[str, RowSpec]) -> tuple[RowDiff, ...]:
@@ -240,6 +256,10 @@ def parse_threshold(text: str) -> float:
         value = float(number)
     except ValueError:
         raise ValueError(f"not a percentage: {text!r} (try 2%)") from None
-    if not text.strip().endswith("%") or not 0 <= value < 1000:
+    if not text.strip().endswith("%") or value != value:
         raise ValueError(f"not a percentage: {text!r} (try 2%)")
+    if value < 0:
+        raise ValueError(f"must be 0% or more: {text!r}")
+    if value >= 1000:
+        raise ValueError(f"must be under 1000%: {text!r}")
     return value / 100

@@ -26,8 +26,12 @@ from generator.store.environment import Environment
 def _done(request: MeasureRequest, environments: list[str]) -> set[str]:
     """Rows finished by the current method in any of these environments."""
     return {row.id for row in request.rows for env in environments
-            if catalog.is_current(layout.row_path(layout.model_folder(request.output, env, request.model.name), row),
-                                  request.model.config_sha256)}
+            if catalog.is_current(layout.row_path(_model_folder(request, env), row), request.model.config_sha256,
+                                  request.repeats)}
+
+
+def _model_folder(request: MeasureRequest, environment_id: str) -> Path:
+    return catalog.model_folder(request.output, environment_id, request.model.name, request.model.config_sha256)
 
 
 class _Merger:
@@ -43,7 +47,7 @@ class _Merger:
         run.repeats.append(repeat)
         run.limit_method = outcome.limit_method or run.limit_method
         run.result = row_result(self.request, run, environment)
-        codec.save(run.result, layout.model_folder(self.request.output, environment.id, self.request.model.name))
+        codec.save(run.result, _model_folder(self.request, environment.id))
         layout.remember_environment(self.jobs, environment.id)
         detail = f"in {repeat.phase}: {repeat.detail}" if repeat.phase else repeat.detail
         self.display.row_finished(submission.row.id, repeat.status, repeat.net_peak_bytes, repeat.wall_seconds,
@@ -62,7 +66,7 @@ def run_cluster_matrix(request: MeasureRequest, display: MatrixDisplay, options:
     """Submit what is missing, follow the jobs, write the rows; on Slurm as one array, else one job at a time."""
     here: Environment = collect_environment(request.device)
     jobs = layout.jobs_folder(request.output, request.model.name)
-    report = MatrixReport(folder=layout.model_folder(request.output, here.id, request.model.name))
+    report = MatrixReport(folder=_model_folder(request, here.id))
     with folder_lock(jobs):
         known = [here.id] if options.executor != "slurm" else layout.remembered_environments(jobs)
         done = set() if request.force else _done(request, known)
@@ -101,5 +105,4 @@ def _estimates(request: MeasureRequest, rows: list, here: Environment, options: 
 
 
 def _folder_of(report: MatrixReport, request: MeasureRequest) -> Path:
-    first = report.written[0].environment.id
-    return layout.model_folder(request.output, first, request.model.name)
+    return _model_folder(request, report.written[0].environment.id)

@@ -147,14 +147,19 @@ def run_rounds(request: MeasureRequest, runs: list[RowRun], display: MatrixDispl
 
 
 def _plan(request: MeasureRequest, todo: list[RowSpec], environment: Environment, display: MatrixDisplay,
-          report: MatrixReport) -> list[RowRun]:
-    """Each row's estimate from this machine, and the total with its repeats and server start-ups."""
+          report: MatrixReport, folder: Path) -> list[RowRun]:
+    """Each row's estimate from this machine, and the total with its repeats and server start-ups. A row that a
+    stopped run left with some of its repeats keeps them and is planned for the rest only."""
     planned = estimate(todo, request.model, request.output, environment, request.timeout_seconds)
     runs = []
     for row in todo:
         seconds = max(planned.seconds[row], 0.5)
         slow = seconds > SLOW_REPEAT_SECONDS and not request.repeats_explicit
-        runs.append(RowRun(row, seconds, planned=1 if slow else request.repeats))
+        done = [] if request.force else list(catalog.partial_repeats(layout.row_path(folder, row),
+                                                                     request.model.config_sha256))
+        runs.append(RowRun(row, seconds, planned=max((1 if slow else request.repeats) - len(done), 1), repeats=done))
+        if done:
+            display.log(f"· {row.id}: completing its {len(done)} repeat(s) already measured")
     report.estimate_seconds = (sum(run.estimate * run.planned for run in runs)
                                + planned.server_seconds * request.repeats)
     display.log(f"estimated from {planned.source}")
@@ -165,11 +170,12 @@ def _plan(request: MeasureRequest, todo: list[RowSpec], environment: Environment
 def run_matrix(request: MeasureRequest, display: MatrixDisplay) -> MatrixReport:
     """Measure every requested row that is not already on disk; write each file as soon as it changes."""
     environment = collect_environment(request.device)
-    folder = layout.model_folder(request.output, environment.id, request.model.name)
+    folder = catalog.model_folder(request.output, environment.id, request.model.name, request.model.config_sha256)
     report = MatrixReport(folder=folder)
     with folder_lock(folder):
-        todo = [row for row in request.rows if request.force
-                or not catalog.is_current(layout.row_path(folder, row), request.model.config_sha256)]
+        runlog.check_runs(folder)
+        todo = [row for row in request.rows if request.force or not catalog.is_current(
+            layout.row_path(folder, row), request.model.config_sha256, request.repeats)]
         report.skipped = [row.id for row in request.rows if row not in todo]
         for row_id in report.skipped:
             display.log(f"· {row_id}: already measured in {environment.id} (use --force to redo)")
@@ -178,7 +184,7 @@ def run_matrix(request: MeasureRequest, display: MatrixDisplay) -> MatrixReport:
         started, started_at = time.perf_counter(), utc_now()
         display.log(f"measuring {len(todo)} row(s) of {request.model.name} into {folder}, {request.repeats} "
                     "round(s), each from a fresh worker server")
-        runs = _plan(request, todo, environment, display, report)
+        runs = _plan(request, todo, environment, display, report, folder)
         try:
             run_rounds(request, runs, display, environment, folder, report)
         except KeyboardInterrupt:

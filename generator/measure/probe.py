@@ -8,7 +8,8 @@ from pathlib import Path
 
 from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
-from generator.store import codec, layout
+from generator.model_source import ModelSource
+from generator.store import catalog, codec, layout
 from generator.store.records import ResultsError, RowResult
 from generator.units import MIB, format_size
 
@@ -22,13 +23,14 @@ class ProbePlan:
 
 
 def plan_probe(row: RowSpec, measurements: Path, device: str, memory_limit: int | None,
-               model_name: str) -> ProbePlan:
+               model: ModelSource) -> ProbePlan:
     """Choose the cap: the one given, or the midpoint of the uncapped row's step peaks in this environment."""
     if memory_limit:
         return ProbePlan(row.with_limit(memory_limit), "the cap given")
     if row.mode != "train":
         raise ResultsError(f"probe {row.id}: only training rows have a step 2 to die in; pass --memory-limit")
-    path = layout.row_path(layout.model_folder(measurements, collect_environment(device).id, model_name), row)
+    environment_id = collect_environment(device).id
+    path = layout.row_path(catalog.model_folder(measurements, environment_id, model.name, model.config_sha256), row)
     if not path.is_file():
         raise ResultsError(f"probe {row.id}: no uncapped result at {path}; measure it first or pass --memory-limit")
     twin = codec.load_file(path)

@@ -152,17 +152,25 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT
 
 
 def validated_margin(measurements: Path, allocator: str, target: str) -> tuple[float, str]:
-    """fit's default margin: on a CPU, the band the allocator's out-of-sample errors on this machine's rows
-    support; else (a GPU, or no band yet) the stated 10 %."""
+    """fit's default margin: on a CPU, the band the allocator's out-of-sample errors support where the process
+    model comes from (the overhead rule: this machine's rows, else borrowed from the same library versions, when
+    the widest band of those environments is kept); else (a GPU, or no band yet) the stated 10 %."""
     from generator.measure.environment import collect_environment
     from generator.store.accuracy import accuracy
     from generator.store.catalog import Catalog
+    from generator.store.overhead import overhead_source, same_library_folders
 
     if target != "cpu":
         return DEFAULT_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"
-    folder = measurements / collect_environment().id
-    found = accuracy(Catalog(measurements).every_result(folder), allocator) if folder.is_dir() else None
-    if found is None or found.margin is None:
+    catalog, here = Catalog(measurements), collect_environment()
+    source = overhead_source(catalog, here, allocator)
+    folders = [] if source is None else [source.folder] if not source.borrowed else same_library_folders(catalog, here)
+    judged = [(found.margin, found, folder) for folder in folders
+              if (found := accuracy(catalog.every_result(folder), allocator)) is not None and found.margin is not None]
+    if not judged:
         return DEFAULT_MARGIN, f"the stated margin; no out-of-sample band under {allocator} on this machine yet"
-    return found.margin, (f"the band that {len(found.errors())} rows measured under {allocator}, each predicted "
-                          "by a model fitted without its own model, never exceeded")
+    margin, found, folder = max(judged, key=lambda item: (item[0], item[2].name))
+    where = (f", the widest of the environments with this machine's library versions ({folder.name}); this "
+             "machine has no rows of its own") if source is not None and source.borrowed else ""
+    return margin, (f"the band that {len(found.errors())} rows measured under {allocator}, each predicted "
+                          f"by a model fitted without its own model, never exceeded{where}")

@@ -21,7 +21,7 @@ from generator.measure.probe import describe_outcome, plan_probe
 from generator.model_source import ModelSource
 from generator.predict import curves, rows
 from generator.predict.simulate import METHOD
-from generator.store import fit_table, layout, runlog
+from generator.store import catalog, fit_table, runlog
 from generator.store.catalog import load_folder
 from generator.store.records import ResultsError, RowResult
 
@@ -58,7 +58,7 @@ def probe_step2(results: tuple[RowResult, ...], source: ModelSource, measurement
     if any(r.row.memory_limit_bytes and r.row.with_limit(0) == row for r in results):
         return f"probe: {row.id} already ran under a cap"
     try:
-        plan = plan_probe(row, measurements, "cpu", None, source.name)
+        plan = plan_probe(row, measurements, "cpu", None, source)
     except ResultsError as error:
         return f"probe: not run ({error})"
     report = measure_rows(MeasureRequest(rows=(plan.row,), model=source, output=measurements, repeats=1,
@@ -69,7 +69,7 @@ def probe_step2(results: tuple[RowResult, ...], source: ModelSource, measurement
 def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshReport:
     """Every step, in order, each skipped where its result is current."""
     environment = collect_environment()
-    folder = layout.model_folder(measurements, environment.id, source.name)
+    folder = catalog.model_folder(measurements, environment.id, source.name, source.config_sha256)
     report = RefreshReport()
     results = _measured(folder)
     if not results:

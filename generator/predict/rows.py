@@ -14,7 +14,7 @@ from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.predict.simulate import try_simulate
-from generator.store import codec, layout
+from generator.store import catalog, codec, layout
 from generator.store.records import Prediction, ResultsError
 from generator.units import format_mib
 
@@ -43,7 +43,7 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
 
 def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path) -> list[Path]:
     """Write each prediction into this environment's measured file of its row, if there is one."""
-    folder = layout.model_folder(measurements, collect_environment().id, source.name)
+    folder = catalog.model_folder(measurements, collect_environment().id, source.name, source.config_sha256)
     written = []
     for item in predictions:
         path = layout.row_path(folder, item.row)

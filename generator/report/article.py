@@ -43,6 +43,15 @@ from generator.units import format_gib
 
 
 @dataclass(frozen=True)
+class OtherModel:
+    """Another model whose rows this environment holds: the page names it and how to build its own page."""
+
+    name: str
+    folder: str  # its folder under the environment, which `build --model` also takes
+    rows: int
+
+
+@dataclass(frozen=True)
 class PageContext:
     """Everything the templates place."""
 
@@ -78,6 +87,8 @@ class PageContext:
     allocators: AllocatorComparison | None = None
     large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
     answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
+    other_models: tuple[OtherModel, ...] = ()  # the other models measured in this environment
+
 
 
 def built_on(results: Sequence[RowResult]) -> str:

@@ -7,7 +7,7 @@ that replaces the output folder whole."""
 from dataclasses import replace
 from pathlib import Path
 
-from generator.report.article import PageContext, build_context
+from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import accuracy_chart, history_chart, render_svgs, to_svg, versions_chart
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.history import history_context
@@ -72,8 +72,10 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     environment_folder = layout.environment_folder(selection.folder)
     environment = selection.results[0].environment
     fit_table = None if single_folder else find_fit(catalog.root, environment)
-    process = overhead_model(catalog, selection.environment)
-    context = build_context(list(selection.results), process, fit_table)
+    process = overhead_model(catalog, environment)
+    context = replace(build_context(list(selection.results), process, fit_table), other_models=tuple(
+        OtherModel(name=other.model, folder=other.folder.name, rows=len(other.results))
+        for other in catalog.select_all(environment_folder) if other.folder != selection.folder))
     history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
     fit_page = None if single_folder else build_fit_page(
@@ -81,7 +83,8 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     return render_pages(context, versions, fit_page)
 
 
-def build_site(measurements: Path, output: Path, env: str | None = None, model: str | None = None) -> list[Path]:
-    """Render every page, then write them into the output folder."""
-    check_output(output)
-    return write_site(build_pages(measurements, env, model), output)
+def build_site(measurements: Path, output: Path, env: str | None = None, model: str | None = None,
+               force: bool = False) -> list[Path]:
+    """Render every page, then write them into the output folder (refused before rendering where unsafe)."""
+    check_output(output, measurements, force)
+    return write_site(build_pages(measurements, env, model), output, measurements, force)

@@ -4,6 +4,7 @@ loaded once per command however many times a command asks for it.
 ``Catalog(root)`` is made once per command and handed to whatever needs rows (the article, the versions page,
 the fit page, the overhead model), so a build parses every result file exactly once."""
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from generator.model_source import DEFAULT_MODEL
 from generator.store import codec, layout
 from generator.store.comparability import LIBRARY_KEYS
 from generator.store.environment import Environment
-from generator.store.records import METHOD_VERSION, ResultsError, RowResult
+from generator.store.records import METHOD_VERSION, Repeat, ResultsError, RowResult
 
 
 class UnknownModelError(ResultsError):
@@ -59,8 +60,9 @@ class Catalog:
         if not selections:
             raise ResultsError(f"{environment}: holds no result files; run `memory-budget measure` first")
         by_name = {selection.model: selection for selection in selections}
-        wanted = model or (selections[0].model if len(selections) == 1 else DEFAULT_MODEL)
-        found = by_name.get(wanted) or next(
+        wanted = model or (DEFAULT_MODEL if DEFAULT_MODEL in by_name else
+                           max(selections, key=lambda s: (len(s.results), [-ord(c) for c in s.folder.name])).model)
+        found = next((s for s in selections if s.folder.name == wanted), None) or by_name.get(wanted) or next(
             (s for s in selections if s.folder.name == layout.model_folder_name(wanted)), None)
         if found is None:
             raise UnknownModelError(f"{environment}: no results for model {wanted!r} "
@@ -103,17 +105,56 @@ def load_folder(folder: Path) -> tuple[RowResult, ...]:
     return results
 
 
-def is_current(path: Path, config_sha256: str) -> bool:
-    """Whether a row's file already holds this model's finished result, measured by the current method (a failed
-    row is measured again)."""
+def folder_owner(folder: Path) -> tuple[str, str] | None:
+    """The model (name, config hash) whose rows a model folder holds; None where it holds no readable row."""
+    files = layout.row_files(folder) if folder.is_dir() else []
+    for path in sorted(files, key=lambda p: p.stem == "baseline"):  # a model's own rows first
+        try:
+            model = codec.load_file(path).model
+        except ResultsError:
+            continue  # a damaged row is measured again; the other rows say whose folder this is
+        return model.name, model.config_sha256
+    return None
+
+
+def model_folder(root: Path, environment_id: str, name: str, config_sha256: str) -> Path:
+    """Where one model's rows of one environment live: the folder named after the model, or, where that folder
+    holds another config's rows (two files named config.json, or names that read alike once made safe), the
+    name plus a short hash of the model's name and config. Never a folder holding another model's rows."""
+    base = layout.model_folder(root, environment_id, name)
+    suffix = hashlib.sha256(f"{name}\n{config_sha256}".encode()).hexdigest()[:8]
+    for folder in (base, base.with_name(f"{base.name}-{suffix}")):
+        if folder_owner(folder) in (None, (name, config_sha256)):
+            return folder
+    raise ResultsError(f"{base}: holds rows of another model, and so does {base.name}-{suffix}; "
+                       "refusing to write over them")
+
+
+def is_current(path: Path, config_sha256: str, repeats: int = 1) -> bool:
+    """Whether a row's file already holds this model's finished result, measured by the current method, with the
+    repeats asked for (or a note saying why it has fewer). A failed row is measured again, and a row that a
+    stopped run left short of its repeats is completed (partial_repeats)."""
+    result = _current(path, config_sha256)
+    return result is not None and (len(result.repeats) >= repeats or bool(result.summary.repeats_note))
+
+
+def partial_repeats(path: Path, config_sha256: str) -> tuple[Repeat, ...]:
+    """The finished repeats of this model's current row, which a rerun completes rather than repeats; () where
+    the file is missing, unreadable, failed, of another model or of an older method."""
+    result = _current(path, config_sha256)
+    return result.repeats if result is not None else ()
+
+
+def _current(path: Path, config_sha256: str) -> RowResult | None:
     if not path.is_file():
-        return False
+        return None
     try:
         result = codec.load_file(path)
     except ResultsError:
-        return False  # unreadable: measure it again rather than trust it
-    return (result.method_version == METHOD_VERSION and result.model.config_sha256 == config_sha256
-            and result.summary.ok)
+        return None  # unreadable: measure it again rather than trust it
+    current = (result.method_version == METHOD_VERSION and result.model.config_sha256 == config_sha256
+               and result.summary.ok)
+    return result if current else None
 
 
 def library_versions(environment: Environment) -> tuple[Version, ...]:

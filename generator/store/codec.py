@@ -13,6 +13,7 @@ from typing import TypeVar
 import tomli_w
 
 from generator.matrix import ALLOCATORS, DTYPES, MODES, RowError, RowSpec, check_row
+from generator.store import plausible
 from generator.store.environment import Environment
 from generator.store.files import parse_toml, read_text, write_atomic
 from generator.store.records import (
@@ -127,7 +128,7 @@ def parse(text: str, path: Path) -> RowResult:
         raise ResultsError(f"{path}: [result] a finished row with no memory above its baseline is damaged "
                            f"(net_peak_bytes = {summary.net_peak_bytes}, peak_rss_bytes = {summary.peak_rss_bytes}, "
                            f"baseline_bytes = {summary.baseline_bytes})")
-    return RowResult(
+    result = RowResult(
         row=row,
         model=_fill(ModelInfo, _Table(document.get("model"), "model", path)),
         environment=_fill(Environment, _Table(document.get("environment"), "environment", path)),
@@ -139,6 +140,8 @@ def parse(text: str, path: Path) -> RowResult:
         method_hash=str(top.get("method_hash", str, "")),
         prediction=_parse_prediction(document, path),
     )
+    plausible.check(result, path)
+    return result
 
 
 def _parse_prediction(document: dict, path: Path) -> Prediction | None:

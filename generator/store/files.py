@@ -11,11 +11,29 @@ import tomli_w
 from generator.store.records import ResultsError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a plain new file gets here: 0666 less the umask (0644 under the usual 022), as open() gives;
+    results are shared, between users of a cluster among others."""
+    return 0o666 & ~_umask()
+
+
+def folder_mode() -> int:
+    """The mode a new folder gets here: 0777 less the umask (0755 under the usual 022)."""
+    return 0o777 & ~_umask()
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write a whole file or nothing: a temporary file beside it, flushed, then renamed over it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, file_mode())  # mkstemp makes it private (0600)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -47,11 +65,17 @@ def read_toml(path: Path) -> dict:
     return parse_toml(read_text(path), path)
 
 
+def log_entries(path: Path, table: str) -> list:
+    """A log's entries, or ResultsError naming the file where it is damaged: a damaged log is refused, as any
+    other damaged file is, never silently replaced (which would lose every entry it held)."""
+    if not path.exists():
+        return []
+    entries = read_toml(path).get(table, [])
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise ResultsError(f"{path}: [[{table}]] must be an array of tables; mend or move the file")
+    return entries
+
+
 def append_to_log(path: Path, table: str, entry: dict) -> None:
-    """Append one entry to the array `table` of a log file. A damaged log is replaced rather than blocking the
-    results it describes."""
-    try:
-        entries = read_toml(path).get(table, []) if path.exists() else []
-    except ResultsError:
-        entries = []
-    write_atomic(path, tomli_w.dumps({table: [*entries, entry]}))
+    """Append one entry to the array `table` of a log file."""
+    write_atomic(path, tomli_w.dumps({table: [*log_entries(path, table), entry]}))

@@ -33,9 +33,18 @@ def row_path(folder: Path, row: RowSpec) -> Path:
     return folder / f"{row.id}.toml"
 
 
+def refuse_link(path: Path) -> Path:
+    """A path inside a measurements folder, refused where it is a link: a link leads out of the folder (rows that
+    are not in it) or to a second name for something in it (an environment or a row read twice)."""
+    if path.is_symlink():
+        raise ResultsError(f"{path}: is a link (to {path.readlink()}); a measurements folder holds its files "
+                           "themselves, so that no row is read from outside it or twice")
+    return path
+
+
 def row_files(folder: Path) -> list[Path]:
-    """Row files in a folder: *.toml, leaving out the side files (_*.toml) and hidden files."""
-    return sorted(p for p in folder.glob("*.toml") if not p.name.startswith(("_", ".")))
+    """Row files in a folder: *.toml, leaving out the side files (_*.toml) and hidden files; links refused."""
+    return sorted(refuse_link(p) for p in folder.glob("*.toml") if not p.name.startswith(("_", ".")))
 
 
 def is_legacy(folder: Path) -> bool:
@@ -52,14 +61,16 @@ def model_folders(environment: Path) -> list[Path]:
     """The folders of an environment that hold rows: its model folders, or itself in the older layout."""
     if row_files(environment):
         return [environment]
-    return sorted(p for p in environment.iterdir() if p.is_dir() and row_files(p))
+    return sorted(p for p in environment.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+                  and row_files(refuse_link(p)))
 
 
 def environments(root: Path) -> list[Path]:
     """Environment folders under a measurements folder that hold rows (directly or in model folders)."""
     if not root.is_dir():
         raise ResultsError(f"{root}: no such measurements folder")
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")) and model_folders(p))
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+                  and model_folders(refuse_link(p)))
 
 
 def resolve_environment(root: Path, text: str) -> Path:

@@ -1,12 +1,24 @@
-"""The process overhead model of an environment, fitted on its measured rows that carry predictions: how
-much a process holds beyond its tensor peak. Both `predict` and the site read it, so it lives in the store,
-below them both; torch-free."""
+"""The process overhead model, fitted on measured rows that carry predictions: how much a process holds beyond
+its tensor peak. Both `predict`/`fit` and the site read it, through one rule (``overhead_source``), so it lives
+in the store, below them both; torch-free.
+
+The rule, for an environment (this machine's, or the page's) and an allocator:
+1. the environment's own rows, where it has three or more predicted rows under that allocator;
+2. else the environment with the same library versions and the newest such rows, said so (borrowed);
+3. else none: no overhead is modelled."""
+
+from dataclasses import dataclass
+from pathlib import Path
 
 from generator.budget import ProcessModel, process_model
 from generator.matrix import DEFAULT_ALLOCATOR
 from generator.store import layout
 from generator.store.catalog import Catalog
+from generator.store.comparability import LIBRARY_KEYS
+from generator.store.environment import Environment
 from generator.store.records import ResultsError, RowResult
+
+MIN_PAIRS = 3
 
 
 def measured_pairs(results: list[RowResult], allocator: str = DEFAULT_ALLOCATOR) -> list[tuple[int, int]]:
@@ -16,19 +28,59 @@ def measured_pairs(results: list[RowResult], allocator: str = DEFAULT_ALLOCATOR)
             if r.prediction is not None and r.finished and r.row.allocator == allocator]
 
 
-def overhead_model(catalog: Catalog, environment_id: str, allocator: str = DEFAULT_ALLOCATOR) -> ProcessModel:
-    """The overhead under one allocator, fitted on every model's predicted rows of this environment, else of
-    the first other one (by folder name) that has enough of them."""
+@dataclass(frozen=True)
+class OverheadSource:
+    """Where the process model comes from: an environment folder, and whether it is borrowed from another."""
+
+    folder: Path
+    borrowed: bool
+
+
+def _same_libraries(first: Environment, second: Environment) -> bool:
+    return all(getattr(first, key) == getattr(second, key) for key in LIBRARY_KEYS)
+
+
+def overhead_source(catalog: Catalog, environment: Environment,
+                    allocator: str = DEFAULT_ALLOCATOR) -> OverheadSource | None:
+    """The one rule: this environment's rows under the allocator, else the newest environment with the same
+    library versions that has them, else None."""
     try:
         folders = layout.environments(catalog.root)
     except ResultsError:
-        folders = []
-    ordered = sorted(folders, key=lambda folder: folder.name != environment_id)
-    for folder in ordered:
+        return None
+    candidates = []
+    for folder in folders:
         results = catalog.every_result(folder)
-        pairs = measured_pairs(results, allocator)
-        if len(pairs) >= 3:
-            models = sorted({r.model.name for r in results if r.prediction is not None})
-            return process_model(pairs, f"{len(pairs)} measured rows of {', '.join(models)} under {allocator} "
-                                 f"in {folder.name}")
-    return process_model([], "")
+        usable = [r for r in results if r.prediction is not None and r.finished and r.row.allocator == allocator]
+        if len(usable) < MIN_PAIRS:
+            continue
+        if folder.name == environment.id:
+            return OverheadSource(folder, borrowed=False)
+        if _same_libraries(results[0].environment, environment):
+            candidates.append((max(r.measured_at for r in usable), folder.name, folder))
+    return OverheadSource(max(candidates)[2], borrowed=True) if candidates else None
+
+
+def same_library_folders(catalog: Catalog, environment: Environment) -> list[Path]:
+    """Every environment folder whose rows were measured with these library versions."""
+    try:
+        folders = layout.environments(catalog.root)
+    except ResultsError:
+        return []
+    return [folder for folder in folders if _same_libraries(catalog.every_result(folder)[0].environment, environment)]
+
+
+def overhead_model(catalog: Catalog, environment: Environment, allocator: str = DEFAULT_ALLOCATOR) -> ProcessModel:
+    """The overhead under one allocator, fitted on every model's predicted rows of the environment the rule
+    picks; a borrowed model says so in its source."""
+    found = overhead_source(catalog, environment, allocator)
+    if found is None:
+        return process_model([], "")
+    results = catalog.every_result(found.folder)
+    pairs = measured_pairs(results, allocator)
+    models = sorted({r.model.name for r in results if r.prediction is not None})
+    source = f"{len(pairs)} measured rows of {', '.join(models)} under {allocator} in {found.folder.name}"
+    if found.borrowed:
+        source += (f", borrowed: {environment.id} has no such rows, and {found.folder.name} has the same "
+                   "library versions")
+    return process_model(pairs, source)

@@ -3,8 +3,13 @@
 
 from pathlib import Path
 
-from generator.store.files import append_to_log
+from generator.store.files import append_to_log, log_entries
 from generator.store.layout import BENCHMARKS_FILE, RUNS_FILE
+
+
+def check_runs(folder: Path) -> None:
+    """Refuse, before any work, a model folder whose _runs.toml is damaged (a run could not record itself)."""
+    log_entries(folder / RUNS_FILE, "runs")
 
 
 def record_run(folder: Path, entry: dict) -> Path:
