@@ -66,6 +66,14 @@ def format_mib_above(n_bytes: int, limit: int) -> str:
     return f"{n_bytes:,} bytes"
 
 
+def format_gib_above(n_bytes: int, limit: int) -> str:
+    """A figure over a limit in GiB, with as many decimals as it takes to read as more than the limit does."""
+    for digits in range(1, 4):
+        if n_bytes <= limit or f"{gib(n_bytes):,.{digits}f}" != f"{gib(limit):,.{digits}f}":
+            return format_gib(n_bytes, digits)
+    return f"{n_bytes:,} bytes"
+
+
 def format_gib(n_bytes: int, digits: int = 1) -> str:
     """'13.0 GiB': for the large figures of the worked example."""
     return f"{gib(n_bytes):,.{digits}f} GiB"

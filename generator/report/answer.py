@@ -18,7 +18,7 @@ class KindAnswer:
     """One way of running the measured model, on the card."""
 
     kind: str
-    cell: str  # "batch 8 (20.6 GiB)" or "does not fit (batch 1: 31.0 GiB)"
+    cell: str  # "batch 8 (20.6 GiB)" or "does not fit (batch 1: 31.0 GiB; 21.6 GiB usable)"
     fits: bool
 
 

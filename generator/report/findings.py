@@ -72,7 +72,7 @@ class Findings:
     same_tokens: Comparison | None
     checkpointing: Comparison | None
     half_precision: Comparison | None
-    lora: Comparison | None
+    lora: Comparison | None  # LoRA on the fp32 base against full fp32 training: each fix against its own baseline
     allocator: Comparison | None  # glibc with fixed mmap and trim thresholds against the default, batch-8 training
     lora_trainable: str
     lora_share: str
@@ -81,6 +81,7 @@ class Findings:
     sixteen_bit: HalfPrecision | None = None  # what halves in 16-bit, and what the rest does
     logits: LogitsShare | None = None  # one copy of the logits against the simulated activations
     tokens: SameTokens | None = None  # the longer sequence against the larger batch, at the same tokens
+    bf16_lora: Comparison | None = None  # LoRA on a bf16 base against full bf16 training
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ class Verdict:
     fixed_share: Ratio
     activations_share: Ratio
     fixed_dominate: bool
-    first: tuple[Comparison, ...]  # the fixes to try first, measured, best first
+    first: tuple[Comparison, ...]  # the fixes to try first, measured, best first, each against its baseline
     then: tuple[Comparison, ...]
+    cpu_only: Comparison | None = None  # the tuned allocator: a CPU process's setting, never a GPU's first fix
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
 def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
     """Least squares of net peak on tokens per step over plain fp32 training rows at one length."""
     plain = [r for r in rows if r.mode == "train" and r.net and r.dtype == "float32" and r.seq_len == seq_len
-             and not r.gradient_checkpointing and not r.lora_rank and not r.memory_limit
+             and not r.gradient_checkpointing and not r.lora_rank and not r.amp and not r.memory_limit
              and r.allocator == DEFAULT_ALLOCATOR]
     if len({r.tokens for r in plain}) < 3 or len({r.net.n_bytes for r in plain if r.net}) < 2:
         return None  # a line needs three lengths, and a correlation needs the peaks to differ
@@ -143,7 +145,7 @@ def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
     if line is None:
         return None
     return TokenFit(per_token=Figure(round(line.slope), f"{line.slope / MIB:.2f} MiB"),
-                    intercept=figure(round(line.intercept)), r_squared=Ratio(line.r_squared, f"{line.r_squared:.3f}"),
+                    intercept=figure(round(line.intercept)), r_squared=Ratio(line.r_squared, f"{line.r_squared:.4f}"),
                     rows=tuple(r.id for r in plain))
 
 
@@ -163,7 +165,8 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
         same_tokens=compare(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
         checkpointing=compare(by_id.get(f"train-b8-{s}-ckpt"), plain),
         half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
-        lora=compare(lora_row, plain),
+        lora=compare(by_id.get(f"train-b8-{s}-lora8"), plain),
+        bf16_lora=compare(by_id.get(f"train-b8-{s}-bf16-lora8"), by_id.get(f"train-b8-{s}-bf16")),
         allocator=compare(by_id.get(f"train-b8-{s}-glibc-tuned"), plain),
         lora_trainable=f"{trainable:,}",
         lora_targets=lora_row.lora_targets if lora_row else "",
@@ -243,11 +246,11 @@ def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
     fixed = fixed_bytes(row)
     fixed_share = fixed / row.net.n_bytes
     for_fixed = [c for c in (found.lora, found.half_precision) if c is not None]
-    for_activations = [c for c in (found.checkpointing, found.allocator) if c is not None]
+    for_activations = [c for c in (found.checkpointing,) if c is not None]
     first, then = (for_fixed, for_activations) if fixed_share >= 0.5 else (for_activations, for_fixed)
     return Verdict(intercept=found.fit.intercept, per_token=found.fit.per_token,
                    overhead=overhead.median if overhead else None, row=row, fixed=figure(fixed),
                    fixed_share=share(fixed_share), activations_share=share(1 - fixed_share),
                    fixed_dominate=fixed_share >= 0.5,
                    first=tuple(sorted(first, key=lambda c: c.ratio.value)),
-                   then=tuple(sorted(then, key=lambda c: c.ratio.value)))
+                   then=tuple(sorted(then, key=lambda c: c.ratio.value)), cpu_only=found.allocator)

@@ -11,7 +11,7 @@ from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKEN
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
-from generator.units import GIB, MIB, format_gib, format_mib, mib_range, signed_percent
+from generator.units import GIB, MIB, format_gib, format_gib_above, format_mib, mib_range, signed_percent
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,11 @@ class FitPageContext:
 
 
 def cell(answer: FitAnswer) -> str:
-    """'batch 12 (21.3 GiB)' or 'does not fit (batch 1: 31.0 GiB)'."""
+    """'batch 12 (21.3 GiB)' or 'does not fit (batch 1: 31.0 GiB; 21.6 GiB usable)': the usable budget, after the
+    margin, is what batch 1 was judged against, so the cell shows it."""
     if answer.batch == 0:
-        return f"does not fit (batch 1: {format_gib(answer.predicted_bytes)})"
+        return (f"does not fit (batch 1: {format_gib_above(answer.predicted_bytes, answer.usable_bytes)}; "
+                f"{format_gib(answer.usable_bytes)} usable)")
     return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)})"
 
 

@@ -92,6 +92,7 @@ class RowView:
     net_low: int = 0  # the lowest and highest net peak of the independent repeats, in bytes
     net_high: int = 0
     simulated_activations: Figure | None = None  # the simulation's activations and temporaries at its peak
+    amp: bool = False  # bf16 autocast over fp32 weights: another set-up than plain fp32 training
 
 
 def figure(n_bytes: int) -> Figure:
@@ -160,7 +161,7 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
         id=row.id, label=row_label(row, summary.lora_targets), mode=row.mode, batch_size=row.batch_size,
         seq_len=row.seq_len,
         tokens=row.tokens_per_step, tokens_text=f"{row.tokens_per_step:,}", dtype=row.dtype,
-        gradient_checkpointing=row.gradient_checkpointing,
+        gradient_checkpointing=row.gradient_checkpointing, amp=row.amp,
         lora_rank=row.lora_rank,
         memory_limit=format_mib(row.memory_limit_bytes) if row.memory_limit_bytes else "",
         ok=summary.ok, status=summary.status,
