@@ -76,3 +76,8 @@ def one_line_error(error: BaseException) -> str:
     """An exception in one line: 'TypeError: the last line of its message'."""
     line = last_line(str(error))
     return f"{type(error).__name__}: {line}" if line else type(error).__name__
+
+
+def heading_slug(text: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation and symbols dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")

@@ -153,6 +153,7 @@ def test_the_first_screen_answers_will_it_fit(browser, server: str) -> None:
     assert "7b on the same card" in large.lower(), large
     for task, shape, fits in _large_model_verdicts():
         assert f"{task} at {shape}, {'fits' if fits else 'does not fit'} (" in large, (task, shape, fits, large)
+    assert "with the same 10 % kept free" in large
     page.close()
 
 
@@ -171,7 +172,9 @@ def _large_model_verdicts() -> list[tuple[str, str, bool]]:
         batch, length = int(parts[1][1:]), int(parts[2][1:])
         new = next((f" + {part[1:]} new tokens (KV cache)" for part in parts[3:] if part.startswith("n")), "")
         need = line["cuda_reserved_bytes"] + 512 * 2**20
-        verdicts.append((line["task"], f"batch {batch} × {length:,}{new}", need <= round(24 * 2**30 * 0.9)))
+        precision = "bf16" if "bf16" in parts else "fp32 with bf16 autocast" if "amp" in parts else "fp32"
+        verdicts.append((f"{line['task']} ({precision})", f"batch {batch} × {length:,}{new}",
+                         need <= round(24 * 2**30 * 0.9)))
     assert {fits for *_, fits in verdicts} == {True, False}, verdicts  # both outcomes are on the page
     return verdicts
 

@@ -156,6 +156,32 @@ def test_a_does_not_fit_cell_shows_the_budget_it_was_judged_against() -> None:
     gib = 2**30
     answer = FitAnswer(kind="k", row="r", batch=0, predicted_bytes=round(21.64 * gib), next_bytes=0,
                        usable_bytes=round(21.6 * gib), simulations=1)
-    assert cell(answer) == "does not fit (batch 1: 21.64 GiB; 21.6 GiB usable)"  # two decimals: it must read more
+    assert cell(answer) == "does not fit: 21.64 > 21.6 GiB"  # two decimals: it must read more
     assert cell(FitAnswer(kind="k", row="r", batch=3, predicted_bytes=20 * gib, next_bytes=0,
                           usable_bytes=21 * gib, simulations=1)) == "batch 3 (20.0 GiB)"
+
+
+def test_small_spreads_keep_a_decimal() -> None:
+    from generator.report.findings import small_figure
+    from generator.units import MIB
+
+    assert small_figure(round(0.4 * MIB)).text == "0.4 MiB" and small_figure(0).text == "0.0 MiB"
+    assert small_figure(12 * MIB).text == "12 MiB"
+
+
+def test_charts_name_their_model_machine_and_basis_and_the_line_stays_on_its_rows() -> None:
+    """Each article chart's title names the model, the machine and the basis; the fitted line of the tokens chart
+    spans the rows it was fitted on (batch 1 to 8 here), not the 16,384 tokens of an inference row."""
+    from generator.report import charts
+
+    rows = [_row(f"train-b{b}-s256", 10_000_000 + 1_000 * 256 * b) for b in (1, 2, 4, 8)]
+    context = build_context([*rows, _row("infer-b32-s512", 9_000_000), _row("train-b8-s256-ckpt", 9_000_000)])
+    for chart in (charts.memory_by_row(context), charts.peak_vs_tokens(context), charts.fixes(context)):
+        spec = chart.to_dict()
+        title = spec.get("title") or spec["layer"][0]["title"]
+        assert title["subtitle"][0] == "tiny" and title["subtitle"][1] == "measured on EPYC", title
+        assert "net peak" in title["subtitle"][2], title
+    spec = charts.peak_vs_tokens(context).to_dict()
+    line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
+    values = line["data"].get("values") or spec["datasets"][line["data"]["name"]]
+    assert [point["tokens"] for point in values] == [256, 2048]

@@ -170,8 +170,10 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
 def test_every_answer_states_its_set_up_and_precision_and_the_real_parameter_count() -> None:
     import json
 
+    from generator.answers.setups import KINDS
+    from generator.answers.setups import RECIPES as SETUPS
     from generator.budget import ProcessModel
-    from generator.predict.fit import KINDS, SETUPS, Predictor, fit
+    from generator.predict.fit import Predictor, fit
     from generator.predict.fit_report import render_json, render_text
     from generator.store.records import Prediction
 

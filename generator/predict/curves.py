@@ -12,9 +12,9 @@ batch fits which the simulation says does not."""
 
 import time
 
+from generator.answers.setups import KINDS
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
-from generator.predict.fit import KINDS
 from generator.predict.simulate import METHOD, simulate, try_simulate
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries

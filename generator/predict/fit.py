@@ -8,6 +8,7 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 from collections.abc import Callable
 from pathlib import Path
 
+from generator.answers.setups import KINDS
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
@@ -17,30 +18,6 @@ from generator.store.fit_table import FitAnswer
 from generator.store.records import Prediction
 
 DEFAULT_MARGIN = 0.10
-# The set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU.
-KINDS = {  # what a person asks about -> the row that answers it, with {b} the batch and {s} the length
-    "generation": "gen-b{b}-s{s}-n32-bf16",
-    "mixed-precision training": "train-b{b}-s{s}-amp",
-    "LoRA on a bf16 base": "train-b{b}-s{s}-bf16-lora8",
-    "inference": "infer-b{b}-s{s}",
-    "full training": "train-b{b}-s{s}",
-    "gradient checkpointing": "train-b{b}-s{s}-ckpt",
-    "16-bit training": "train-b{b}-s{s}-bf16",
-    "LoRA": "train-b{b}-s{s}-lora8",
-}
-# Each kind's set-up and precision, stated beside every answer: a batch means nothing without them.
-SETUPS = {
-    "generation": "bf16 weights, the prompt then 32 new tokens with the KV cache",
-    "mixed-precision training": "fp32 weights and AdamW state, bf16 autocast: 16 bytes a parameter before "
-                                "activations",
-    "LoRA on a bf16 base": "rank-8 adapters on a bf16 base, AdamW on the adapters",
-    "inference": "fp32 weights, one forward pass without a KV cache",
-    "full training": "fp32 weights, gradients and AdamW state, two steps",
-    "gradient checkpointing": "fp32, AdamW, activations recomputed in backward",
-    "16-bit training": "bf16 weights, gradients and AdamW state, no fp32 master copy",
-    "LoRA": "rank-8 adapters on an fp32 base, AdamW on the adapters",
-}
-
 TARGETS = {  # where a budget lives -> what is added to the simulated tensors
     "cpu": "this machine's process overhead, fitted on its measured rows",
     "gpu": "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance",

@@ -5,12 +5,13 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from generator.answers.setups import RECIPES
 from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
 from generator.measure.matrix_run import MeasureRequest, measure_rows
 from generator.model_source import ModelSource
-from generator.predict.fit import SETUPS, overhead_text
+from generator.predict.fit import overhead_text
 from generator.store.fit_table import FitAnswer
 from generator.store.records import Summary
 from generator.units import format_mib, format_mib_above, format_size
@@ -23,7 +24,7 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
     lines = [f"{model} ({parameters:,} parameters) in {format_size(budget)}, {margin:.0%} kept free: "
              f"{format_size(answers[0].usable_bytes)} usable"]
     for answer in answers:
-        kind = f"{answer.kind} ({SETUPS.get(answer.kind, answer.row)})"
+        kind = f"{answer.kind} ({RECIPES.get(answer.kind, answer.row)})"
         if answer.error:
             lines.append(f"  {kind}: not simulated: {answer.error}")
             continue
@@ -43,7 +44,7 @@ def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float
                 target: str = "cpu") -> str:
     """One object per kind."""
     return json.dumps([{**asdict(answer), "model": model, "budget_bytes": budget, "margin": margin,
-                        "setup": SETUPS.get(answer.kind, ""), "target": target,
+                        "setup": RECIPES.get(answer.kind, ""), "target": target,
                         "overhead": overhead_text(process, target)}
                        for answer in answers],
                       indent=2, sort_keys=True) + "\n"

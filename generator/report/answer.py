@@ -4,13 +4,14 @@ CUDA caching allocator replay, the context allowance and the page's margin), so 
 
 from dataclasses import dataclass
 
+from generator.answers.setups import FIRST_SCREEN
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.report.example import SimulatedLine, simulated_lines
 from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, percent, site_answers
 from generator.store.fit_table import FitTable
 from generator.units import GIB, format_gib
 
-FIRST_KINDS = ("full training", "LoRA on a bf16 base", "generation")  # the measured model's answers, in this order
+FIRST_KINDS = FIRST_SCREEN  # the measured model's answers, in this order (generator/answers/setups.py)
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class KindAnswer:
     """One way of running the measured model, on the card."""
 
     kind: str
-    cell: str  # "batch 8 (20.6 GiB)" or "does not fit (batch 1: 31.0 GiB; 21.6 GiB usable)"
+    cell: str  # "batch 8 (20.6 GiB)" or "does not fit: 31.0 > 21.6 GiB"
     fits: bool
 
 

@@ -41,12 +41,21 @@ def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
             .configure_mark(color=PALETTE[0][0]))
 
 
+def titled(text: str, context: PageContext, basis: str) -> alt.TitleParams:
+    """A chart's title, with a subtitle naming its model, its machine and the basis of its figures, so that the
+    chart says what it shows wherever it is embedded."""
+    machine = context.environment.get("CPU", "").split(" (")[0] or "this machine"
+    return alt.TitleParams(text, subtitle=[context.model_name, f"measured on {machine}", basis],
+                           subtitleColor=INK, subtitleFontSize=14)
+
+
 def memory_by_row(context: PageContext) -> alt.Chart:
     """A stacked bar per row: what P × bytes predicts (weights, gradients, AdamW state) and the rest."""
     records = [{"row": row.id, "component": name, "MiB": n_bytes / MIB, "order": COMPONENT_ORDER.index(name)}
                for row in context.rows if row.ok for name, n_bytes in _split(row)]
     order = [row.id for row in context.rows if row.ok]
-    return alt.Chart(alt.Data(values=records), title="Where each row's peak goes").mark_bar().encode(
+    title = titled("Where each row's peak goes", context, "net peak: the process less its imports")
+    return alt.Chart(alt.Data(values=records), title=title).mark_bar().encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
         x=alt.X("sum(MiB):Q", title="net peak, MiB"),
         color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
@@ -86,12 +95,14 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     )
     layers = [scatter]
     fit = context.findings.fit
-    if fit is not None:
-        xs = [0, max(p["tokens"] for p in points)]
+    fitted = [row.tokens for row in context.rows if fit is not None and row.id in fit.rows]
+    if fit is not None and fitted:
+        xs = [min(fitted), max(fitted)]  # the line over the rows it was fitted on, not beyond them
         line = [{"tokens": x, "MiB": (fit.intercept.n_bytes + fit.per_token.n_bytes * x) / MIB} for x in xs]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color=INK).encode(
             x="tokens:Q", y="MiB:Q"))
-    return alt.layer(*layers, title="Peak against tokens per step").properties(width=270, height=260)
+    title = titled("Peak against tokens per step", context, "net peak; dashed: the fit over plain training")
+    return alt.layer(*layers, title=title).properties(width=270, height=260)
 
 
 def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
@@ -114,7 +125,8 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     bars += [{"row": c.subject.id, "MiB": c.subject.net.n_bytes / MIB if c.subject.net else 0,
               "label": f"{c.subject.net.text if c.subject.net else ''} ({c.change.text})"} for c in comparisons]
     order = [str(bar["row"]) for bar in bars]
-    base = alt.Chart(alt.Data(values=bars), title="Fixes against plain batch-8 training")
+    base = alt.Chart(alt.Data(values=bars), title=titled("Fixes against plain batch-8 training", context,
+                                                         "net peak, each against fp32 training"))
     return alt.layer(
         base.mark_bar().encode(y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
                                x=alt.X("MiB:Q", title="net peak, MiB", axis=alt.Axis(tickCount=3),
@@ -186,7 +198,9 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopL
         shape=alt.Shape("model:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
         tooltip=["model:N", "row:N", "allocator:N", "judged:N", alt.Tooltip("measured:Q", format=",.0f"),
                  alt.Tooltip("predicted:Q", format=",.0f")])
-    return alt.layer(guide, spread, dots, title="Predicted against measured").properties(
+    title = alt.TitleParams("Predicted against measured", subtitleColor=INK, subtitleFontSize=14, subtitle=[
+        "net peaks; each prediction out of sample", f"solid: y = x; dashed: ±{within:.0%}".replace("%", " %")])
+    return alt.layer(guide, spread, dots, title=title).properties(
         width=260, height=260)
 
 
@@ -200,7 +214,8 @@ def two_steps(context: PageContext) -> alt.TopLevelMixin:
              "step": "step 2" if phase.name == "step2" else "step 1"} for phase in phases]
     step1 = max(phase.net.n_bytes / MIB for phase in phases if phase.name != "step2")
     order = [phase.label for phase in phases]
-    base = alt.Chart(alt.Data(values=bars), title="Two training steps, phase by phase")
+    base = alt.Chart(alt.Data(values=bars), title=titled("Two training steps, phase by phase", context,
+                                                         "net peak of each phase"))
     return alt.layer(
         base.mark_bar().encode(x=alt.X("MiB:Q", title="net peak of the phase, MiB"),
                                y=alt.Y("phase:N", sort=order, title=None),

@@ -14,6 +14,7 @@ from generator.budget import (
 )
 from generator.matrix import parse_row
 from generator.report.findings import TokenFit
+from generator.report.fit_page import SITE_MARGIN
 from generator.report.views import Figure, Ratio, RowView, figure, ratio
 from generator.store.fit_table import FitTable
 from generator.units import format_gib
@@ -56,7 +57,8 @@ class SimulatedLine:
     row: str
     shape: str  # "batch 8 × 2,048"
     need: Figure  # the simulated CUDA reserve plus the context allowance, GiB
-    fits: bool
+    fits: bool  # within the card less the site's margin, as every GPU answer is judged
+    precision: str = ""  # 'bf16', 'fp32 with bf16 autocast' or 'fp32': what the row stores its arrays in
 
 
 @dataclass(frozen=True)
@@ -140,12 +142,14 @@ def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
     columns use too."""
     if fit_table is None:
         return ()
+    usable = round(EXAMPLE_CARD_BYTES * (1 - SITE_MARGIN))
     lines = []
     for item in fit_table.example:
         row = parse_row(item.row)
         need = item.cuda_reserved_bytes + CUDA_CONTEXT_BYTES  # the card's allocator, simulated, and its context
         shape = f"batch {row.batch_size} × {row.seq_len:,}" + (
             f" + {row.new_tokens} new tokens (KV cache)" if row.new_tokens else "")
-        lines.append(SimulatedLine(task=item.task, row=item.row, shape=shape,
-                                   need=Figure(need, format_gib(need)), fits=need <= EXAMPLE_CARD_BYTES))
+        precision = "bf16" if row.dtype == "bfloat16" else "fp32 with bf16 autocast" if row.amp else "fp32"
+        lines.append(SimulatedLine(task=item.task, row=item.row, shape=shape, precision=precision,
+                                   need=Figure(need, format_gib(need)), fits=need <= usable))
     return tuple(lines)

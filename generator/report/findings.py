@@ -178,6 +178,11 @@ def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | Non
     )
 
 
+def small_figure(n_bytes: int) -> Figure:
+    """A spread in MiB with one decimal under 10 MiB: 0.4 MiB is not '0 MiB'."""
+    return Figure(n_bytes, f"{n_bytes / MIB:,.1f} MiB") if n_bytes < 10 * MIB else figure(n_bytes)
+
+
 def noise(results: Sequence[RowResult]) -> Noise | None:
     """The spreads of rows measured with two repeats or more, from every repeat kept in the files."""
     spreads, files, anons = [], [0], [0]
@@ -200,7 +205,7 @@ def noise(results: Sequence[RowResult]) -> Noise | None:
         return None
     widest = max(spreads)
     return Noise(rows=len(spreads), widest_row=widest[1], widest_spread=share(widest[0]),
-                 file_spread=figure(max(files)), anon_spread=figure(max(anons)))
+                 file_spread=small_figure(max(files)), anon_spread=small_figure(max(anons)))
 
 
 def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tuple[CappedRun, ...]:

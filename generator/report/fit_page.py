@@ -6,8 +6,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel, cuda_rules, largest_batch
+from generator.budget import CUDA_CONTEXT_BYTES, EXAMPLE_CARD_BYTES, ProcessModel, cuda_rules, largest_batch
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
@@ -111,14 +112,17 @@ class FitPageContext:
     missing: str = ""  # why there are no answers, where there are none
     simulated_in: str = ""  # the environment whose run simulated the curves
     points: tuple[AccuracyPoint, ...] = ()  # the accuracy chart's rows
+    first: tuple[FirstLine, ...] = ()  # each config's answers on the likely card, first on the page
+    card: str = ""  # that card: '24 GiB'
+    legend: tuple[tuple[str, str], ...] = ()  # (set-up, precision and recipe) for every set-up the tables show
 
 
 def cell(answer: FitAnswer) -> str:
-    """'batch 12 (21.3 GiB)' or 'does not fit (batch 1: 31.0 GiB; 21.6 GiB usable)': the usable budget, after the
-    margin, is what batch 1 was judged against, so the cell shows it."""
+    """'batch 12 (21.3 GiB)', or 'does not fit: 31.0 > 21.6 GiB': what batch 1 needs against the usable budget,
+    after the margin, that it was judged against."""
     if answer.batch == 0:
-        return (f"does not fit (batch 1: {format_gib_above(answer.predicted_bytes, answer.usable_bytes)}; "
-                f"{format_gib(answer.usable_bytes)} usable)")
+        return (f"does not fit: {format_gib_above(answer.predicted_bytes, answer.usable_bytes).removesuffix(' GiB')}"
+                f" > {format_gib(answer.usable_bytes)}")
     return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)})"
 
 
@@ -241,4 +245,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                                                                  else " (no band validated: one model measured)"),
                           context_allowance=format_mib(CUDA_CONTEXT_BYTES), gpu_rules=cuda_rules(),
                           within_text=percent(WITHIN), accuracy=checked, missing=missing,
-                          simulated_in=table.environment if table else "", points=accuracy_points(judged))
+                          simulated_in=table.environment if table else "", points=accuracy_points(judged),
+                          first=first_lines([answer for budget, answer in answers if budget.target == "gpu"
+                                             and budget.n_bytes == EXAMPLE_CARD_BYTES], cell),
+                          card=card_text(), legend=legend([answer.kind for _, answer in answers]))

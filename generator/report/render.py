@@ -4,7 +4,6 @@ Markdown, and Markdown into HTML.
 Values from result files are data, never markup: the Markdown template escapes every value it places
 (generator/escaping.py), the Markdown is rendered with raw HTML disabled, and the HTML layout autoescapes."""
 
-import re
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -12,7 +11,7 @@ import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from generator.escaping import markdown_code, markdown_text, one_line
+from generator.escaping import heading_slug, markdown_code, markdown_text, one_line
 from generator.report.article import PageContext
 from generator.report.fit_page import FitPageContext
 from generator.report.versions import VersionsContext
@@ -44,11 +43,6 @@ def html_environment() -> jinja2.Environment:
     """Jinja for HTML: autoescaped."""
     return jinja2.Environment(loader=_loader(), undefined=jinja2.StrictUndefined, autoescape=True,
                               keep_trailing_newline=True)
-
-
-def heading_slug(text: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation and symbols dropped, spaces to hyphens."""
-    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
 
 
 def label_cells(tokens: list) -> None:

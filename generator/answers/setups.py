@@ -1,0 +1,41 @@
+"""The set-ups a "will it fit?" answer is given for, declared once: the name a person asks about, the row that
+answers it ({b} the batch, {s} the length), its precision and recipe in words, and whether it is one of the
+set-ups people run on a GPU (listed first) or one the measured matrix covers on a CPU.
+
+`fit`, the fit page, its legend and the article's first screen all read this one declaration, so renaming or
+adding a set-up is one line here."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One way of running a model that an answer is given for."""
+
+    name: str
+    row: str  # the row that answers it, with {b} the batch and {s} the length
+    recipe: str  # precision and recipe, as the CLI and the fit page's legend state it
+    first_screen: bool = False  # one of the measured model's answers on the article's first screen
+
+
+SETUPS = (  # the set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU
+    Setup("generation", "gen-b{b}-s{s}-n32-bf16", "bf16 weights, the prompt then 32 new tokens with the KV cache",
+          first_screen=True),
+    Setup("mixed-precision training", "train-b{b}-s{s}-amp",
+          "fp32 weights and AdamW state, bf16 autocast: 16 bytes a parameter before activations, plus the bf16 "
+          "copies of the weights that autocast keeps"),
+    Setup("LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8",
+          "rank-8 adapters on a bf16 base (peft's default targets, q_proj and v_proj for Llama), AdamW on the "
+          "adapters", first_screen=True),
+    Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
+    Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
+          first_screen=True),
+    Setup("gradient checkpointing", "train-b{b}-s{s}-ckpt", "fp32, AdamW, activations recomputed in backward"),
+    Setup("16-bit training", "train-b{b}-s{s}-bf16",
+          "bf16 weights, gradients and AdamW state (8 bytes a parameter), no fp32 master copy"),
+    Setup("LoRA", "train-b{b}-s{s}-lora8", "rank-8 adapters on an fp32 base, AdamW on the adapters"),
+)
+BY_NAME = {setup.name: setup for setup in SETUPS}
+KINDS = {setup.name: setup.row for setup in SETUPS}  # name -> row template, in the order answers are given
+RECIPES = {setup.name: setup.recipe for setup in SETUPS}
+FIRST_SCREEN = ("full training", "LoRA on a bf16 base", "generation")  # the first screen's order
