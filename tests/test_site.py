@@ -180,3 +180,15 @@ def test_a_second_environment_adds_the_versions_page(measurements_copy: Path, tm
     row_line = next(line for line in versions.splitlines() if line.startswith("| `train-b8-s256` |"))
     assert "| less |" in row_line and "−50.0 %" in row_line
     assert (site / "versions.svg").read_text().lstrip().startswith("<svg")
+
+
+def test_every_chart_carries_its_schemes_background(measured_root: Path, tmp_path: Path) -> None:
+    """Embedded as an image, an SVG follows the system's scheme, not the host page's: on a code host's dark theme
+    under a light system a transparent chart showed grey ink on a dark page. Each chart now draws its scheme's
+    page background first, and its dark-scheme rule swaps that background with the ink."""
+    build(measured_root, tmp_path / "site")
+    for chart in sorted((tmp_path / "site").glob("*.svg")):
+        text = chart.read_text()
+        first_shape = text[text.index("<rect"):text.index(">", text.index("<rect"))]
+        assert 'fill="#fdfdfc"' in first_shape, (chart.name, first_shape)
+        assert '[fill="#fdfdfc"]{fill:#15171a}' in text and '[fill="#5c5c5c"]{fill:#b0b0b0}' in text, chart.name

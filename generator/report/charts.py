@@ -1,6 +1,6 @@
 """The pages' charts, drawn with Altair from the contexts and rendered offline to SVG by vl-convert.
 
-Every chart has a transparent background and mid-grey text, so it reads on a light page, a dark page and a
+Every chart carries its scheme's page background and grey text, so it reads on a light page, a dark page and a
 code host's dark theme alike; they are drawn narrow with large type, so they stay legible scaled to a phone."""
 
 from typing import Any
@@ -24,6 +24,10 @@ PALETTE = (("#2f6199", "#8ab4e0"), ("#a34e00", "#f0a35a"), ("#b3262d", "#f28b8b"
            ("#2e6b1f", "#8fd06a"), ("#6f42a0", "#c3a6e6"), ("#7a5a00", "#e0c060"), ("#8a3a6a", "#e8a0cc"),
            ("#4a5a6a", "#b8c4d0"))
 INK, DARK_INK = "#5c5c5c", "#b0b0b0"
+# The pages' own backgrounds (templates/style.css --bg). Each SVG carries its scheme's as its background: where it
+# is embedded as an image, a host page of the other scheme (a code host's dark theme on a light system) shows the
+# chart on its own background, never grey ink on a dark page; inlined, it is the page's own colour.
+PAGE, DARK_PAGE = "#fdfdfc", "#15171a"
 GRID = "#8080804d"
 
 
@@ -31,7 +35,7 @@ def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     """The shared look: transparent, grey ink, type large enough to survive scaling to a phone."""
     # padding: vl-convert measures labels with its own font, a browser draws them with the reader's
     return (chart.properties(padding={"left": 24, "right": 12, "top": 6, "bottom": 6})
-            .configure(background="transparent", font="system-ui, sans-serif")
+            .configure(background=PAGE, font="system-ui, sans-serif")
             .configure_axis(labelColor=INK, titleColor=INK, gridColor=GRID, domainColor=INK, tickColor=INK,
                             labelFontSize=14, titleFontSize=14)
             .configure_legend(labelColor=INK, labelFontSize=14, titleColor=INK)
@@ -226,7 +230,7 @@ def two_steps(context: PageContext) -> alt.TopLevelMixin:
 
 def dark_scheme_style() -> str:
     """A style element that gives each light colour its dark twin where the reader's scheme is dark."""
-    pairs = [*PALETTE, (INK, DARK_INK)]
+    pairs = [*PALETTE, (INK, DARK_INK), (PAGE, DARK_PAGE)]
     rules = " ".join(f'[fill="{light}"]{{fill:{dark}}} [stroke="{light}"]{{stroke:{dark}}}' for light, dark in pairs)
     return f"<style>@media (prefers-color-scheme: dark){{{rules}}}</style>"
 
