@@ -197,7 +197,14 @@ _CHARTS_INLINE = """async () => {
         const marks = [...svg.querySelectorAll('.role-mark path, .role-mark line, .role-mark text')].filter(seen)
             .flatMap(e => [getComputedStyle(e).fill, getComputedStyle(e).stroke])
             .filter(c => c && c !== 'none' && !c.startsWith('rgba(0, 0, 0, 0)'));
-        found.push([img.getAttribute('src'), Math.min(...sizes), inks, marks]);
+        const boxes = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim())
+            .map(t => [t.textContent.trim(), t.getBoundingClientRect()]);
+        const overlaps = [];
+        boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+            const x = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+            const y = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+            if (x > 1 && y > 1) overlaps.push([a, b]); }));
+        found.push([img.getAttribute('src'), Math.min(...sizes), inks, marks, overlaps.slice(0, 4)]);
         holder.remove();
     }
     return found;
@@ -211,8 +218,9 @@ def test_chart_text_is_12px_on_a_phone_and_every_ink_reads(browser, server: str,
     chart has 4.5:1 contrast against the page in the reader's scheme (the SVG's own dark-scheme rule applied)."""
     page, _ = _open(browser, f"{server}/{name}", 390, scheme)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    for source, smallest, inks, marks in page.evaluate(_CHARTS_INLINE):
+    for source, smallest, inks, marks, overlaps in page.evaluate(_CHARTS_INLINE):
         assert smallest >= 12, (source, smallest)
+        assert overlaps == [], (source, overlaps)  # no text box of a chart runs into another
         worst = min((_contrast(colour, background), colour) for colour in inks + marks)
         assert worst[0] >= 4.5, (source, scheme, worst)
     page.close()
