@@ -185,3 +185,26 @@ def test_charts_name_their_model_machine_and_basis_and_the_line_stays_on_its_row
     line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
     values = line["data"].get("values") or spec["datasets"][line["data"]["name"]]
     assert [point["tokens"] for point in values] == [256, 2048]
+
+
+def test_the_versions_page_promises_exact_tensors_only_where_there_are_some() -> None:
+    from pathlib import Path
+
+    from test_mutation_figures import ENV
+
+    from generator.report.render import render_page
+    from generator.report.versions import build_versions
+    from generator.store.catalog import Selection
+
+    def side(environment, prediction: int) -> Selection:
+        rows = tuple(replace(_row(row_id, 10_000_000, prediction=prediction), environment=environment)
+                     for row_id in ("train-b1-s256", "train-b8-s256"))
+        return Selection(environment=environment.id, model="tiny", folder=Path(environment.id), results=rows)
+
+    older = replace(ENV, id="cpu-older", transformers="5.0")
+    for prediction, promised in ((0, False), (5_000_000, True)):
+        context = build_versions(side(ENV, prediction), [side(older, prediction)])
+        page = render_page("versions", context)["versions.md"]
+        assert (context.exact_rows == 2) is promised
+        assert ("missing in every row here" not in page) is promised
+        assert ("and the exact change of its" in page) is promised

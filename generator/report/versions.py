@@ -40,6 +40,7 @@ class VersionsContext:
     changes: tuple[tuple[str, str, float, float], ...]  # (release label, row, change, threshold) for the chart
     across_machines: bool = False  # no other release was measured on the article's machine
     history: HistoryContext | None = None  # simulated tensor peaks across many releases
+    exact_rows: int = 0  # rows whose two sides carry simulations of one simulator: the tensors (exact) column
 
 
 # The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
@@ -121,4 +122,6 @@ def build_versions(article: Selection, others: list[Selection],
                     for row in comparison.rows if row.threshold_source)
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
                            newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
-                           across_machines=across, history=history)
+                           across_machines=across, history=history,
+                           exact_rows=sum(row.tensor is not None for comparison in comparisons
+                                          for row in comparison.rows))
