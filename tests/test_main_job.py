@@ -61,7 +61,7 @@ def test_a_new_machine_gets_every_page_and_section(main_job: Path, tmp_path: Pat
     article = fresh["index.md"]
     assert "| Predicted net |" in article and "No row of this environment carries a prediction" not in article
     assert "No row of this environment ran under a cap" not in article and "ran under a cap of" in article
-    assert "No simulated rows of the example" not in article and "Needs (simulated)" in article
+    assert "No simulated rows of the example" not in article and "Needs (simulated GPU reserve and context)" in article
     assert "No simulated curves" not in fresh["fit.md"] and "| full training |" in fresh["fit.md"]
     assert headings(fresh["versions.md"])[0].startswith("# Memory across library versions")
 

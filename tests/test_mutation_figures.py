@@ -246,7 +246,7 @@ def test_the_token_fit_by_hand() -> None:
     rows = [_row(f"train-b{b}-s256", 1000 + 3 * MIB * b) for b in (1, 2, 4)]
     fit = token_fit(list(_views(*rows).values()), 256)
     assert fit is not None and fit.per_token.n_bytes == round(3 * MIB / 256) and fit.intercept.n_bytes == 1000
-    assert fit.per_token.text == "0.01 MiB" and fit.r_squared.text == "1.000"
+    assert fit.per_token.text == "0.01 MiB" and fit.r_squared.text == "1.0000"
     assert fit.rows == ("train-b1-s256", "train-b2-s256", "train-b4-s256")
     assert token_fit(list(_views(*rows[:2]).values()), 256) is None  # two lengths make no line
     assert token_fit(list(_views(*rows).values()), 512) is None
