@@ -151,7 +151,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")
     monkeypatch.setattr(matrix_run, "run_matrix", lambda request, display: MatrixReport(folder=tmp_path))
-    monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None: [])
+    monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None, force=False: [])
     monkeypatch.setattr(rows, "predict_rows", lambda rows, source, model: [])
     monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
     from generator.measure import cluster_run
