@@ -60,8 +60,8 @@ class Catalog:
         if not selections:
             raise ResultsError(f"{environment}: holds no result files; run `memory-budget measure` first")
         by_name = {selection.model: selection for selection in selections}
-        wanted = model or (DEFAULT_MODEL if DEFAULT_MODEL in by_name else
-                           max(selections, key=lambda s: (len(s.results), [-ord(c) for c in s.folder.name])).model)
+        wanted = model or (DEFAULT_MODEL if DEFAULT_MODEL in by_name else  # else the most rows, ties by name
+                           min(selections, key=lambda s: (-len(s.results), s.folder.name)).model)
         found = next((s for s in selections if s.folder.name == wanted), None) or by_name.get(wanted) or next(
             (s for s in selections if s.folder.name == layout.model_folder_name(wanted)), None)
         if found is None:

@@ -44,12 +44,8 @@ def overhead_source(catalog: Catalog, environment: Environment,
                     allocator: str = DEFAULT_ALLOCATOR) -> OverheadSource | None:
     """The one rule: this environment's rows under the allocator, else the newest environment with the same
     library versions that has them, else None."""
-    try:
-        folders = layout.environments(catalog.root)
-    except ResultsError:
-        return None
     candidates = []
-    for folder in folders:
+    for folder in _environments(catalog):
         results = catalog.every_result(folder)
         usable = [r for r in results if r.prediction is not None and r.finished and r.row.allocator == allocator]
         if len(usable) < MIN_PAIRS:
@@ -61,13 +57,18 @@ def overhead_source(catalog: Catalog, environment: Environment,
     return OverheadSource(max(candidates)[2], borrowed=True) if candidates else None
 
 
-def same_library_folders(catalog: Catalog, environment: Environment) -> list[Path]:
-    """Every environment folder whose rows were measured with these library versions."""
+def _environments(catalog: Catalog) -> list[Path]:
+    """The catalog's environment folders; none where its root is not a measurements folder."""
     try:
-        folders = layout.environments(catalog.root)
+        return layout.environments(catalog.root)
     except ResultsError:
         return []
-    return [folder for folder in folders if _same_libraries(catalog.every_result(folder)[0].environment, environment)]
+
+
+def same_library_folders(catalog: Catalog, environment: Environment) -> list[Path]:
+    """Every environment folder whose rows were measured with these library versions."""
+    return [folder for folder in _environments(catalog)
+            if _same_libraries(catalog.every_result(folder)[0].environment, environment)]
 
 
 def overhead_model(catalog: Catalog, environment: Environment, allocator: str = DEFAULT_ALLOCATOR) -> ProcessModel:
