@@ -1,6 +1,9 @@
 """The CUDA caching allocator model against the examples its documentation works through (the PyTorch
 dev-log "When does fragmentation occur in the CUDA caching allocator?") and its stated constants."""
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from generator.predict.cuda_allocator import MIB, CachingAllocator, replay, rounded, segment_size
 
 
@@ -79,3 +82,61 @@ def test_the_stated_constants() -> None:
 def test_empty_storages_take_nothing() -> None:
     allocator = replay([("e", 0, True), ("e", 0, False)])
     assert allocator.reserved == 0 and allocator.peak_allocated == 0
+
+
+class _LinearScans(CachingAllocator):
+    """The replay as it was before it was made fast: the best fit and the removal from a free list found by
+    scanning the list. The fast one finds both by bisection; every figure must come out the same."""
+
+    def _best_fit(self, pool, size):  # type: ignore[no-untyped-def]
+        candidates = self.free_blocks[pool]
+        for position, (block_size, segment, offset) in enumerate(candidates):
+            if block_size >= size:
+                del candidates[position]
+                return next(b for b in self.segments[segment].blocks if b.offset == offset)
+        return None
+
+    def _unindex(self, entry, pool):  # type: ignore[no-untyped-def]
+        if entry in self.free_blocks[pool]:
+            self.free_blocks[pool].remove(entry)
+
+
+def _states(allocator: CachingAllocator, events: list[tuple[object, int, bool]]) -> list[tuple]:
+    """Reserved and allocated bytes after every event, then every segment's blocks at the end."""
+    seen = []
+    for key, size, made in events:
+        allocator.malloc(key, size) if made else allocator.free(key)
+        seen.append((allocator.reserved, allocator.allocated, allocator.peak_reserved))
+    layout = [(s.pool, s.size, [(b.offset, b.size, b.free) for b in s.blocks]) for s in allocator.segments]
+    return [*seen, tuple(layout)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40 * MIB), st.integers(0, 10**6)), max_size=120),
+       st.booleans())
+def test_the_fast_replay_equals_the_linear_one_event_by_event(steps, expandable) -> None:
+    events: list[tuple[object, int, bool]] = []
+    live: list[int] = []
+    for number, (allocate, size, pick) in enumerate(steps):
+        if allocate or not live:
+            events.append((number, size, True))
+            live.append(number)
+        else:
+            events.append((live.pop(pick % len(live)), 0, False))
+    assert _states(CachingAllocator(expandable), events) == _states(_LinearScans(expandable), events)
+
+
+def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monkeypatch) -> None:
+    from conftest import TINY_MODEL
+
+    from generator.matrix import parse_row
+    from generator.model_source import resolve_model
+    from generator.predict import simulate
+
+    traces = []
+    monkeypatch.setattr(simulate, "replay", lambda events, expandable=False: traces.append(events) or
+                        replay(events, expandable))
+    simulate.simulate(parse_row("train-b4-s64"), resolve_model(str(TINY_MODEL)))
+    assert len(traces[0]) > 1000  # a real trace: thousands of storages made and freed
+    for expandable in (False, True):
+        assert _states(CachingAllocator(expandable), traces[0]) == _states(_LinearScans(expandable), traces[0])

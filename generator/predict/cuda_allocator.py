@@ -17,7 +17,7 @@ small pool, 20 MiB for the large one), so blocks merge across what would have be
 This is a model, not a measurement: it does not see cuBLAS or cuDNN workspaces, kernels that allocate
 differently on a GPU, or the CUDA context, which the caller adds as a stated allowance."""
 
-from bisect import insort
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from generator.budget import CUDA_LARGE_SEGMENT, CUDA_MIN_BLOCK, CUDA_SMALL_SEGMENT
@@ -52,7 +52,7 @@ def worth_splitting(pool: str, remaining: int) -> bool:
     return remaining >= MIN_BLOCK if pool == "small" else remaining > SMALL_SIZE
 
 
-@dataclass
+@dataclass(eq=False)  # one block is one object: list.index compares identity, not the four fields
 class Block:
     segment: int
     offset: int
@@ -106,12 +106,12 @@ class CachingAllocator:
         self._index(segment.blocks[index], segment.pool)
 
     def _best_fit(self, pool: str, size: int) -> Block | None:
-        candidates = self.free_blocks[pool]
-        for position, (block_size, segment, offset) in enumerate(candidates):
-            if block_size >= size:
-                del candidates[position]
-                return next(b for b in self.segments[segment].blocks if b.offset == offset)
-        return None
+        candidates = self.free_blocks[pool]  # sorted by size: the first at least `size` long is the best fit
+        position = bisect_left(candidates, (size, -1, -1))
+        if position == len(candidates):
+            return None
+        _, segment, offset = candidates.pop(position)
+        return next(b for b in self.segments[segment].blocks if b.offset == offset)
 
     def _grow(self, pool: str, size: int) -> Block:
         if not self.expandable:
@@ -139,7 +139,7 @@ class CachingAllocator:
             tail = Block(number, segment.size - grown, 0)
             segment.blocks.append(tail)
         else:
-            self.free_blocks[pool].remove((tail.size, number, tail.offset))
+            self._unindex((tail.size, number, tail.offset), pool)
         tail.size += grown
         return tail
 
@@ -156,15 +156,20 @@ class CachingAllocator:
     def _merge(self, segment: Segment, index: int) -> None:
         first, second = segment.blocks[index], segment.blocks[index + 1]
         for block in (first, second):
-            entry = (block.size, block.segment, block.offset)
-            if entry in self.free_blocks[segment.pool]:
-                self.free_blocks[segment.pool].remove(entry)
+            self._unindex((block.size, block.segment, block.offset), segment.pool)
         first.size += second.size
         first.free = True
         del segment.blocks[index + 1]
 
     def _index(self, block: Block, pool: str) -> None:
         insort(self.free_blocks[pool], (block.size, block.segment, block.offset))
+
+    def _unindex(self, entry: tuple[int, int, int], pool: str) -> None:
+        """Take a block out of its pool's free list, if it is there (found by bisection: the list is sorted)."""
+        candidates = self.free_blocks[pool]
+        position = bisect_left(candidates, entry)
+        if position < len(candidates) and candidates[position] == entry:
+            del candidates[position]
 
     def _reserve(self, n_bytes: int) -> None:
         self.reserved += n_bytes
