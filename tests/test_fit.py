@@ -33,6 +33,16 @@ def test_the_answer_fits_and_the_next_batch_does_not() -> None:
             simulate(following, source).tensor_peak_bytes) == answer.next_bytes
 
 
+@pytest.mark.parametrize(("target", "budget"), [("cpu", 60 * MIB), ("gpu", 600 * MIB)])
+def test_side_by_side_answers_equal_the_answers_in_order(target: str, budget: int) -> None:
+    """fit --jobs 2 searches the kinds in two processes; every answer, to the byte, is the serial one."""
+    source, kinds = resolve_model(str(TINY_MODEL)), ("full training", "LoRA")
+    serial = fit(Predictor(source, OVERHEAD, target=target), 64, budget, 0.1, kinds)
+    side_by_side = fit(Predictor(source, OVERHEAD, target=target), 64, budget, 0.1, kinds, workers=2)
+    assert side_by_side == serial
+    assert all(answer.batch >= 1 and answer.simulations >= 2 for answer in serial), serial
+
+
 def test_nothing_fits_a_budget_below_the_weights() -> None:
     (answer,) = fit(Predictor(resolve_model(None), OVERHEAD), 64, 100 * MIB, kinds=("full training",))
     assert answer.batch == 0 and answer.predicted_bytes > 90 * MIB and answer.row == "train-b1-s64"

@@ -162,7 +162,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
                                  next_bytes=2, usable_bytes=1, simulations=0)
     monkeypatch.setattr(fit, "fit", lambda predictor, seq, budget, margin: [answer])
     monkeypatch.setattr(fit_report, "confirm", lambda answers, source, measurements: "")
-    monkeypatch.setattr(curves, "site_curves", lambda environment: None)
+    monkeypatch.setattr(curves, "site_curves", lambda environment, **_: None)
     monkeypatch.setattr(fit_table, "save_fit", lambda table, folder: folder / "_fit.toml")
     monkeypatch.setattr(refresh, "refresh", lambda source, measurements, seq: refresh.RefreshReport())
     monkeypatch.setattr(cluster_run, "run_cluster_matrix",

@@ -230,12 +230,14 @@ def run_fit(args: argparse.Namespace) -> int:
     from generator.predict.curves import site_curves
     from generator.predict.fit import Predictor, fit
     from generator.predict.fit_report import confirm, render_json, render_text
+    from generator.predict.parallel import default_workers
     from generator.store.fit_table import save_fit
 
     environment = collect_environment()
     model = _process_model(args.measurements, args.allocator)
     if args.record:
-        path = save_fit(site_curves(environment), args.measurements / environment.id)
+        path = save_fit(site_curves(environment, workers=args.jobs or default_workers()),
+                        args.measurements / environment.id)
         print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
               f"environment with these library versions", file=sys.stderr)
         return 0
@@ -249,7 +251,8 @@ def run_fit(args: argparse.Namespace) -> int:
 
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
-    answers = fit(Predictor(source, model, target=args.target), args.seq, args.budget, args.margin)
+    workers = args.jobs or default_workers()
+    answers = fit(Predictor(source, model, target=args.target), args.seq, args.budget, args.margin, workers=workers)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target))
     if args.confirm:

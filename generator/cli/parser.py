@@ -201,6 +201,9 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
                      help="kept free for what the simulation does not see (default: on a CPU the band this "
                      "machine's out-of-sample errors support under --allocator, else 10%%)")
     fit.add_argument("--format", choices=("text", "json"), default="text")
+    fit.add_argument("--jobs", type=positive_int, metavar="N",
+                     help="simulations run side by side, one process each (default: this machine's cores); "
+                     "the answers are the same for any N")
     fit.add_argument("--confirm", action="store_true",
                      help="measure two real steps at each answer and at the next batch, where they fit this machine")
     fit.add_argument("--record", action="store_true",

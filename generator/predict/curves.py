@@ -15,6 +15,7 @@ import time
 from generator.answers.setups import KINDS
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
+from generator.predict import parallel
 from generator.predict.simulate import METHOD, simulate, try_simulate
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
@@ -53,25 +54,24 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
                  cuda_bytes=tuple(c for _, _, c in points))
 
 
-def example_rows() -> tuple[Simulated, ...]:
-    """The worked example's config, simulated at the example's rows."""
-    source = resolve_model(EXAMPLE_MODEL)
-    found = [(task, row_id, simulate(parse_row(row_id), source)) for task, row_id in EXAMPLE_ROWS]
-    return tuple(Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=p.tensor_peak_bytes,
-                           cuda_reserved_bytes=p.cuda_reserved_bytes) for task, row_id, p in found)
+def example_row(task: str, row_id: str) -> Simulated:
+    """The worked example's config, simulated at one of the example's rows."""
+    found = simulate(parse_row(row_id), resolve_model(EXAMPLE_MODEL))
+    return Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=found.tensor_peak_bytes,
+                     cuda_reserved_bytes=found.cuda_reserved_bytes)
 
 
-def site_curves(environment: Environment, seq_len: int | None = None) -> FitTable:
-    """Every shipped config's curves, and the example's rows."""
+def site_curves(environment: Environment, seq_len: int | None = None, workers: int = 1) -> FitTable:
+    """Every shipped config's curves, and the example's rows; with several workers, side by side."""
     seq_len = seq_len or SITE_SEQ_LEN
     started = time.perf_counter()
-    curves = []
-    for name in SHIPPED_MODELS:
-        source = resolve_model(name)
-        curves += [found for kind in KINDS if (found := curve(source, kind, seq_len)) is not None]
+    sources = [resolve_model(name) for name in SHIPPED_MODELS]
+    tasks = [(source, kind, seq_len) for source in sources for kind in KINDS]
+    found = parallel.starmap(curve, tasks, workers)
+    example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=seq_len,
-                    curves=tuple(curves), example=example_rows(), seconds=round(time.perf_counter() - started, 1),
-                    simulator=METHOD)
+                    curves=tuple(item for item in found if item is not None), example=tuple(example),
+                    seconds=round(time.perf_counter() - started, 1), simulator=METHOD)
 
 
 def is_current(table: FitTable | None, environment: Environment) -> bool:

@@ -13,6 +13,7 @@ from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
 from generator.model_source import ModelError, ModelSource
+from generator.predict import parallel
 from generator.predict.simulate import simulate
 from generator.store.fit_table import FitAnswer
 from generator.store.records import Prediction
@@ -50,6 +51,10 @@ class Predictor:
         self.source, self.model, self.simulator, self.target = source, model, simulator, target
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them
+
+    def fresh(self) -> "Predictor":
+        """A predictor like this one, with nothing simulated yet."""
+        return Predictor(self.source, self.model, self.simulator, self.target)
 
     def peak(self, row_id: str) -> int:
         """The expected peak of a row, net of imports."""
@@ -122,9 +127,13 @@ def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int)
 
 
 def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT_MARGIN,
-        kinds: tuple[str, ...] = tuple(KINDS)) -> list[FitAnswer]:
-    """Every kind's answer for one budget."""
+        kinds: tuple[str, ...] = tuple(KINDS), workers: int = 1) -> list[FitAnswer]:
+    """Every kind's answer for one budget; with several workers, the kinds are searched side by side, each
+    with a predictor of its own (no two kinds share a row, so each simulates the rows it would have)."""
     usable = round(budget * (1 - margin))
+    if workers > 1:
+        tasks = [(predictor.fresh(), kind, seq_len, usable) for kind in kinds]
+        return parallel.starmap(answer_or_reason, tasks, workers)
     return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
 
 

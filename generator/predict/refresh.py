@@ -20,6 +20,7 @@ from generator.measure.matrix_run import MeasureRequest, measure_rows, utc_now
 from generator.measure.probe import describe_outcome, plan_probe
 from generator.model_source import ModelSource
 from generator.predict import curves, rows
+from generator.predict.parallel import default_workers
 from generator.predict.simulate import METHOD
 from generator.store import catalog, fit_table, runlog
 from generator.store.catalog import load_folder
@@ -96,5 +97,5 @@ def _curves(measurements: Path, environment) -> str:  # environment: store Envir
         current = False
     if current:
         return "fit curves: current for these library versions"
-    path = fit_table.save_fit(curves.site_curves(environment), measurements / environment.id)
+    path = fit_table.save_fit(curves.site_curves(environment, workers=default_workers()), measurements / environment.id)
     return f"fit curves: simulated into {path}"
