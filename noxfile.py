@@ -129,10 +129,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def benchmark(session: nox.Session) -> None:
-    """Record predict's own speed and memory into measurements/<environment>/_benchmarks.toml."""
+    """Record the speed and memory of predict and fit into measurements/<environment>/_benchmarks.toml
+    (posargs: --only predict|fit, --label TEXT)."""
     session.install(TORCH)
     session.install("-e", ".[measure]")
-    session.run("python", "-m", "generator.predict.benchmark")
+    session.run("python", "-m", "generator.predict.benchmark", *session.posargs)
 
 
 @nox.session
