@@ -2,7 +2,7 @@
 release, oldest first, and the steps between consecutive releases larger than STEP_SHARE, each named by the
 release where it happened and the category (weights, gradients, AdamW state, activations) that moved most."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from generator.store.history import CATEGORY_FIELDS, ReleaseEntry, RowPeak
@@ -32,6 +32,7 @@ class HistoryContext:
     first: str
     last: str
     step_text: str = ""  # '1 %': the smallest step named
+    peaks: dict[tuple[str, str], int] = field(default_factory=dict)  # (row, release) -> tensor peak bytes
 
 
 def _category(old: RowPeak, new: RowPeak) -> str:
@@ -69,4 +70,6 @@ def history_context(model: str, entries: tuple[ReleaseEntry, ...]) -> HistoryCon
     return HistoryContext(model=model, releases=tuple(entry.transformers for entry in ran), failed=failed,
                           points=points, steps=steps(ran), seconds=f"{sum(e.seconds for e in entries):.0f} s",
                           first=ran[0].transformers, last=ran[-1].transformers,
-                          step_text=f"{STEP_SHARE:.0%}".replace("%", " %"))
+                          step_text=f"{STEP_SHARE:.0%}".replace("%", " %"),
+                          peaks={(peak.row, entry.transformers): peak.tensor_peak_bytes for entry in ran
+                                 for peak in entry.rows if not peak.error})

@@ -26,6 +26,7 @@ class Release:
     largest: RowDiff | None  # the compared row whose net peak moved most, either way
     largest_text: str
     shifts: tuple[str, ...] = ()  # consistent shifts of a mode's rows, in words
+    causes: tuple[str, ...] = ()  # what else may have moved them: the tensors' history, the machines
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,17 @@ def describe(row: RowDiff | None) -> str:
             f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
 
 
-def shifts(comparison: Comparison) -> tuple[str, ...]:
-    """A consistent shift, where no single verdict may show it: most compared rows of a mode moved the same way,
-    each beyond the range of its own repeats (the two sides' ranges do not overlap)."""
+@dataclass(frozen=True)
+class Shift:
+    """Most compared rows of a mode moved one way, each beyond the range of its own repeats."""
+
+    label: str  # "training"
+    word: str  # "rose" or "fell"
+    rows: tuple[RowDiff, ...]  # those that moved clearly
+    compared: int  # the mode's compared rows
+
+
+def _shifts(comparison: Comparison) -> tuple[Shift, ...]:
     found = []
     for mode, label in (("infer", "inference"), ("train", "training"), ("gen", "generation")):
         rows = [row for row in comparison.rows if row.threshold_source and row.row.startswith(f"{mode}-")]
@@ -86,21 +95,89 @@ def shifts(comparison: Comparison) -> tuple[str, ...]:
                      and (row.after.min_bytes > row.before.max_bytes if direction > 0
                           else row.after.max_bytes < row.before.min_bytes)]
             if len(rows) >= 3 and len(clear) * 2 > len(rows):
-                changes = sorted(row.change for row in clear)
-                found.append(f"{len(clear)} of {len(rows)} {label} rows {word}, each beyond the range of its own "
-                             f"repeats ({signed_percent(changes[0])} to {signed_percent(changes[-1])}), "
-                             f"though {sum(row.verdict == 'same' for row in clear)} of them read \"same\"")
+                found.append(Shift(label=label, word=word, rows=tuple(clear), compared=len(rows)))
     return tuple(found)
 
 
-def release(comparison: Comparison) -> Release:
-    """One comparison, ready to place."""
+def _span(changes: list[float]) -> str:
+    ordered = sorted(changes)
+    return f"{signed_percent(ordered[0])} to {signed_percent(ordered[-1])}"
+
+
+def shifts(comparison: Comparison) -> tuple[str, ...]:
+    """A consistent shift, where no single verdict may show it: most compared rows of a mode moved the same way,
+    each beyond the range of its own repeats (the two sides' ranges do not overlap)."""
+    return tuple(f"{len(shift.rows)} of {shift.compared} {shift.label} rows {shift.word}, each beyond the range "
+                 f"of its own repeats ({_span([row.change for row in shift.rows])}), though "
+                 f"{sum(row.verdict == 'same' for row in shift.rows)} of them read \"same\""
+                 for shift in _shifts(comparison))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def _recorded_span(history: HistoryContext, row: str, old: str, new: str) -> list[tuple[str, int]]:
+    """The row's simulated tensor peaks under the recorded releases from the last at or before `old` to `new`;
+    [] where the history does not reach either end."""
+    series = sorted(((release, peak) for (name, release), peak in history.peaks.items() if name == row),
+                    key=lambda item: _version(item[0]))
+    start = [index for index, (release, _) in enumerate(series) if _version(release) <= _version(old)]
+    end = [index for index, (release, _) in enumerate(series) if release == new]
+    return series[start[-1]:end[0] + 1] if start and end else []
+
+
+def _tensor_story(history: HistoryContext | None, names: list[str], old: str, new: str) -> tuple[str, bool]:
+    """What the release history says of these rows' tensors between two releases, and whether they moved."""
+    spans = [_recorded_span(history, name, old, new) for name in names] if history else []
+    if not spans or not all(spans):
+        return "", True
+    first = spans[0][0][0]
+    moved = [span[-1][1] / span[0][1] - 1 for span in spans if len({peak for _, peak in span}) > 1]
+    since = f"every recorded release from {first} to {new}" + ("" if first == old else
+                                                                f" ({old} itself was not simulated)")
+    if not moved:
+        return f"the simulated tensors of these {len(names)} rows are identical to the byte under {since}", False
+    return (f"the simulated tensors of {len(moved)} of these {len(names)} rows moved across {since} "
+            f"({_span(moved)} in all)"), True
+
+
+def shift_causes(comparison: Comparison, history: HistoryContext | None,
+                 machines: Comparison | None) -> tuple[str, ...]:
+    """For a shift between releases measured on different machines, what else could have moved it, from the data:
+    whether the release history's simulated tensors of the shifted rows changed between the two releases, and how
+    much the same library versions moved between the two machines. It is called the machines' only where the
+    tensors did not move and the machines' own comparison moved those rows too."""
+    versions = {key: (old, new) for key, old, new in comparison.library_changes}
+    if "transformers" not in versions or not comparison.differences:
+        return ()
+    old, new = versions["transformers"]
+    same = {row.row: row.change for row in (machines.rows if machines else ()) if row.threshold_source}
+    found = []
+    for shift in _shifts(comparison):
+        names = [row.row for row in shift.rows]
+        tensors, moved = _tensor_story(history, names, old, new)
+        across = [same[name] for name in names if name in same]
+        machine = (f"the same library versions on these two machines differ by {_span(across)} on {len(across)} "
+                   "of these rows (the table of the same library versions)") if across else ""
+        said = [part for part in (tensors, machine) if part]
+        if said:
+            verdict = "; so read the shift as the machines', not the release's" if not moved and across else ""
+            found.append(f"Before reading the {shift.label} shift as the release's: " + "; and ".join(said) + verdict)
+    return tuple(found)
+
+
+def release(comparison: Comparison, history: HistoryContext | None = None,
+            machines: Comparison | None = None) -> Release:
+    """One comparison, ready to place; `machines` is the comparison of the same library versions on the two
+    machines, where the page has one."""
     verdicts = [row.verdict for row in comparison.rows]
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
     largest = largest_change(comparison)
     return Release(label=release_label(comparison), before=comparison.before, after=comparison.after,
                    differences=comparison.differences, rows=tuple(page_cells(row) for row in comparison.rows),
-                   counts=counts, largest=largest, largest_text=describe(largest), shifts=shifts(comparison))
+                   counts=counts, largest=largest, largest_text=describe(largest), shifts=shifts(comparison),
+                   causes=shift_causes(comparison, history, machines))
 
 
 def uncapped(selection: Selection) -> Selection:
@@ -116,7 +193,8 @@ def build_versions(article: Selection, others: list[Selection],
     across = not same and bool(others)
     others = same or others
     comparisons = [compare(uncapped(other), uncapped(article)) for other in sorted(others, key=lambda s: s.environment)]
-    releases = tuple(release(comparison) for comparison in comparisons)
+    machines = next((c for c in comparisons if not c.library_changes and c.differences), None)
+    releases = tuple(release(comparison, history, machines) for comparison in comparisons)
     changes = tuple((item.label, row.row, row.change, row.threshold)
                     for item, comparison in zip(releases, comparisons, strict=True)
                     for row in comparison.rows if row.threshold_source)
