@@ -1,5 +1,6 @@
 """Shared fixtures: one real measurement of the default matrix on a tiny Llama config, made once per session."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,9 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 TINY_MODEL = TESTS / "tiny-llama.json"
+# Every test simulates afresh, and nothing is written to the user's cache; the cache's own tests turn it on in a
+# temporary folder. Commands run in subprocesses inherit this.
+os.environ["MEMORY_BUDGET_CACHE"] = "off"
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,

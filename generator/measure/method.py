@@ -29,10 +29,15 @@ def module_source(name: str) -> str:
 
 
 @cache
-def method_hash() -> str:
-    """The first 12 hex digits of the SHA-256 of the measuring modules' syntax trees."""
+def code_hash(modules: tuple[str, ...]) -> str:
+    """The first 12 hex digits of the SHA-256 of these modules' syntax trees."""
     digest = hashlib.sha256()
-    for name in MEASURING_MODULES:
+    for name in modules:
         digest.update(name.encode())
         digest.update(ast.dump(_without_docstrings(ast.parse(module_source(name)))).encode())
     return digest.hexdigest()[:12]
+
+
+def method_hash() -> str:
+    """The measuring modules' hash."""
+    return code_hash(MEASURING_MODULES)

@@ -3,14 +3,16 @@
 its wall time and peak resident memory to measurements/<environment>/_benchmarks.toml, under `predict` and
 `fit`, with the label given (`--label`) and the commit measured.
 
-To time older code with this harness, run the file by its path with that code first on the path, for example
-`PYTHONPATH=/tmp/old python generator/predict/benchmark.py --label before`: the cases then run the older
-`generator`, and the record names its commit."""
+To time older code with this harness, run the file by its path from a checkout of that code, with that code on
+the path: `cd /tmp/old && PYTHONPATH=/tmp/old python /path/to/benchmark.py --label before --measurements
+/path/to/measurements` (`python -m` puts the working folder first on the path, so the cases then run the older
+`generator`); the record names the commit it timed."""
 
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,12 +33,13 @@ FIT_CASES = (("SmolLM2-135M-Instruct", "24GiB", "gpu", 10.0), (LLAMA_8B, "24GiB"
 MEMORY_TARGET_BYTES = 2 * 2**30
 
 
-def _timed(arguments: list[str]) -> tuple[float, int]:
+def _timed(arguments: list[str], cache: str = "off") -> tuple[float, int]:
     """Run `python -m generator ARGUMENTS` in a fresh process: its wall seconds and its own peak resident
-    memory (with its workers', the largest of them)."""
+    memory (with its workers', the largest of them). Simulations kept from earlier runs are not used unless
+    `cache` names a folder to keep them in."""
     started = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "generator", *arguments], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, env={**os.environ, "MEMORY_BUDGET_CACHE": cache})
     _, status, usage = os.wait4(child.pid, 0)  # the rusage of this child and the workers it waited for
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: a row or set-up could not run, and said so
         raise SystemExit(f"generator {' '.join(arguments)} failed with status {os.waitstatus_to_exitcode(status)}")
@@ -55,10 +58,15 @@ def run_case(model: str, row: str) -> dict:
 
 
 def run_fit_case(model: str, budget: str, target: str, goal: float) -> dict:
-    """One `fit` of every set-up at one budget."""
-    seconds, peak = _timed(["fit", "--model", model, "--budget", budget, "--target", target, "--format", "json"])
+    """One `fit` of every set-up at one budget, from nothing kept; then the same question again, answered from
+    the simulations the first run kept (older code keeps none, and simulates again)."""
+    arguments = ["fit", "--model", model, "--budget", budget, "--target", target, "--format", "json"]
+    with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as cache:
+        seconds, peak = _timed(arguments, cache)
+        again, _ = _timed(arguments, cache)
     return {"model": _name(model), "budget": budget, "target": target, "wall_seconds": seconds,
-            "peak_rss_bytes": peak, "target_seconds": goal, "cores": len(os.sched_getaffinity(0))}
+            "wall_seconds_asked_again": again, "peak_rss_bytes": peak, "target_seconds": goal,
+            "cores": len(os.sched_getaffinity(0))}
 
 
 def _commit() -> str:
@@ -70,13 +78,15 @@ def _commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
-def main(argv: list[str] | None = None, measurements: Path = Path("measurements")) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the chosen cases and append the results."""
     parser = argparse.ArgumentParser(prog="benchmark", description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("predict", "fit"), help="one table of cases (default: both)")
     parser.add_argument("--label", default="", help="what the run measures, e.g. 'before' or 'after'")
+    parser.add_argument("--measurements", type=Path, default=Path("measurements"), help="where to record")
     args = parser.parse_args(argv)
-    folder, stamp = measurements / collect_environment().id, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    folder = args.measurements / collect_environment().id
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     header = {"at": stamp, "label": args.label, "commit": _commit()}
     if args.only in (None, "predict"):
         cases = [run_case(model, row) for model, row in CASES]

@@ -16,7 +16,7 @@ from generator.answers.setups import KINDS
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict import parallel
-from generator.predict.simulate import METHOD, simulate, try_simulate
+from generator.predict.simulate import METHOD, simulate_kept, try_simulate
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
 
@@ -56,7 +56,7 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
 
 def example_row(task: str, row_id: str) -> Simulated:
     """The worked example's config, simulated at one of the example's rows."""
-    found = simulate(parse_row(row_id), resolve_model(EXAMPLE_MODEL))
+    found = simulate_kept(parse_row(row_id), resolve_model(EXAMPLE_MODEL))
     return Simulated(model=EXAMPLE_MODEL, task=task, row=row_id, tensor_peak_bytes=found.tensor_peak_bytes,
                      cuda_reserved_bytes=found.cuda_reserved_bytes)
 

@@ -14,7 +14,7 @@ from generator.escaping import one_line_error
 from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
-from generator.predict.simulate import simulate
+from generator.predict.simulate import simulate_kept
 from generator.store.fit_table import FitAnswer
 from generator.store.records import Prediction
 
@@ -47,7 +47,7 @@ class Predictor:
     """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
-                 simulator: Callable[[RowSpec, ModelSource], object] = simulate, target: str = "cpu") -> None:
+                 simulator: Callable[[RowSpec, ModelSource], object] = simulate_kept, target: str = "cpu") -> None:
         self.source, self.model, self.simulator, self.target = source, model, simulator, target
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them

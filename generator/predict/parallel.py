@@ -7,8 +7,8 @@ one task, everything runs here, in order, exactly as before."""
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 
@@ -17,13 +17,18 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def _quiet_worker() -> None:
+    """A worker leaves Ctrl-C to the parent, which stops it, and a stop ends it without a word on stderr."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def starmap(function: Callable[..., Any], tasks: Sequence[tuple], workers: int) -> list[Any]:
     """function(*task) for every task, in worker processes when there are several workers and tasks. A task
-    that raises raises here, as it would have run in order."""
+    that raises raises here, as it would have run in order; an interrupted parent stops its workers at once."""
     workers = min(workers, len(tasks))
     if workers <= 1:
         return [function(*task) for task in tasks]
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        futures = [pool.submit(function, *task) for task in tasks]
-        return [future.result() for future in futures]
+    with multiprocessing.get_context(method).Pool(workers, initializer=_quiet_worker) as pool:  # exit: terminate
+        return pool.starmap(function, tasks, chunksize=1)

@@ -15,15 +15,21 @@ from typing import Any
 
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec
+from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict.cuda_allocator import replay
 from generator.steps import Prepared, prepare, run_steps
+from generator.store import simulations
 from generator.store.records import Prediction
+from generator.store.simulations import SimulationKey
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 # The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
 # made. "the real run's mask path": since _sequences_unpacked (before it, GQA models were overcounted).
 METHOD = "FakeTensorMode, live tensor storages, the real run's mask path"
+# the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
+SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.cuda_allocator", "generator.steps",
+                     "generator.model_source")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
 
 
@@ -229,12 +235,35 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
         seconds=time.perf_counter() - started)
 
 
+def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
+    """What a kept simulation of this row is filed under: the config, the row, the LoRA targets, the library
+    versions and the simulator (its method and the hash of its code, so an edit is never served stale)."""
+    import peft
+    import torch
+    import transformers
+
+    return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
+                         libraries=f"torch {torch.__version__}, transformers {transformers.__version__}, "
+                                   f"peft {peft.__version__}",
+                         simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}")
+
+
+def simulate_kept(row: RowSpec, source: ModelSource) -> Prediction:
+    """simulate, or the same simulation kept on disk from an earlier run (generator/store/simulations.py)."""
+    key = simulation_key(row, source)
+    found = simulations.load(key)
+    if found is None:
+        found = simulate(row, source)
+        simulations.save(key, found)
+    return found
+
+
 def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
     """simulate, with a row that cannot run (no LoRA targets, an operator the fake tensors cannot take) as
     that row's one-line reason, so the other rows still print. A config that cannot be built at all is the
     model's fault, not the row's: ModelError goes on to the command line as bad input."""
     try:
-        return simulate(row, source), ""
+        return simulate_kept(row, source), ""
     except ModelError:
         raise
     except Exception as error:  # torch, transformers and peft fail with exceptions of many types

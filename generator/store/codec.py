@@ -147,7 +147,12 @@ def parse(text: str, path: Path) -> RowResult:
 def _parse_prediction(document: dict, path: Path) -> Prediction | None:
     if "prediction" not in document:
         return None
-    return _fill(Prediction, _Table(document["prediction"], "prediction", path))
+    return prediction_from_table(document["prediction"], path)
+
+
+def prediction_from_table(data: object, path: Path) -> Prediction:
+    """A [prediction] table, checked field by field (a result file's, or a kept simulation's)."""
+    return _fill(Prediction, _Table(data, "prediction", path))
 
 
 def _check_row(row: RowSpec, path: Path) -> RowSpec:
