@@ -244,3 +244,15 @@ def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_di
         assert ("are identical to the byte under every recorded release from 5.0 to 5.24" in page) is not moved
         assert ("moved across every recorded release from 5.0 to 5.24 (+1.0 % to +1.0 % in all)" in page) is moved
         assert ("so read the shift as the machines', not the release's" in page) is not moved
+
+
+def test_the_quoted_error_is_the_recorded_one_word_for_word() -> None:
+    """The article quotes a capped row's error as the worker recorded it; its byte count is read in MiB beside
+    the quote, not inside it."""
+    detail = ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes. "
+              "Error code 12 (Cannot allocate memory)")
+    capped = _row("train-b8-s256-cap6022MiB", 0, status="oom")
+    capped = replace(capped, summary=replace(capped.summary, detail=detail, phase="step2"))
+    page = _page(_row("train-b8-s256", 40_000_000), capped)
+    assert ("> RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes. "
+            "Error code 12 (Cannot allocate memory)\n\n(402,653,184 bytes is 384 MiB.)") in page

@@ -67,7 +67,7 @@ class RowView:
     memory_limit: str
     ok: bool
     status: str
-    status_text: str
+    status_text: str  # a failed row's failure and its error's last line, byte counts read in MiB, for tables
     net: Figure | None
     peak: Figure | None
     times_weights: Ratio | None
@@ -93,6 +93,8 @@ class RowView:
     net_high: int = 0
     simulated_activations: Figure | None = None  # the simulation's activations and temporaries at its peak
     amp: bool = False  # bf16 autocast over fp32 weights: another set-up than plain fp32 training
+    detail: str = ""  # a failed row's error as recorded, word for word, for quoting
+    detail_sizes: str = ""  # its byte counts read in MiB: '402,653,184 bytes is 384 MiB'
 
 
 def figure(n_bytes: int) -> Figure:
@@ -167,6 +169,7 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
         ok=summary.ok, status=summary.status,
         status_text="ok" if summary.ok else f"{failure}: {readable_detail(summary.detail)}" if summary.detail
         else failure,
+        detail="" if summary.ok else summary.detail, detail_sizes="" if summary.ok else detail_sizes(summary.detail),
         net=figure(summary.net_peak_bytes) if summary.ok else None,
         peak=figure(summary.peak_rss_bytes) if summary.ok else None,
         times_weights=ratio(summary.net_peak_bytes / weight_bytes(parameters, "float32"))
@@ -203,6 +206,11 @@ _BYTES_IN_TEXT = re.compile(r"\b(\d{7,}) bytes\b")
 def readable_detail(detail: str) -> str:
     """An error's last line with its byte counts in MiB: 'allocate 384 MiB (402,653,184 bytes)'."""
     return _BYTES_IN_TEXT.sub(lambda m: f"{format_mib(int(m.group(1)))} ({int(m.group(1)):,} bytes)", detail)
+
+
+def detail_sizes(detail: str) -> str:
+    """The byte counts an error names, read in MiB: '402,653,184 bytes is 384 MiB'."""
+    return "; ".join(f"{int(found):,} bytes is {format_mib(int(found))}" for found in _BYTES_IN_TEXT.findall(detail))
 
 
 def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
