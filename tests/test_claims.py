@@ -256,3 +256,14 @@ def test_the_quoted_error_is_the_recorded_one_word_for_word() -> None:
     page = _page(_row("train-b8-s256", 40_000_000), capped)
     assert ("> RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes. "
             "Error code 12 (Cannot allocate memory)\n\n(402,653,184 bytes is 384 MiB.)") in page
+
+
+def test_two_repeats_show_both_and_three_show_a_range() -> None:
+    """With two repeats the median is only their midpoint: the brackets give both, and the note counts such rows."""
+    mib = 2**20
+    two = _row("train-b8-s256", 101 * mib, spread=(100 * mib, 102 * mib), nets=(100 * mib, 102 * mib))
+    three = _row("train-b1-s256", 51 * mib, spread=(50 * mib, 53 * mib), nets=(50 * mib, 51 * mib, 53 * mib))
+    page = _page(two, three)
+    assert "**101 MiB** (100 and 102 MiB)" in page and "**51 MiB** (50–53 MiB)" in page
+    assert "1 row has two repeats only: its brackets give both, and its figure is their midpoint." in page
+    assert "two repeats only" not in _page(three)

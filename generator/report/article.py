@@ -88,7 +88,17 @@ class PageContext:
     large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
     answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
     other_models: tuple[OtherModel, ...] = ()  # the other models measured in this environment
+    pairs_note: str = ""  # the shown rows with exactly two repeats, whose brackets give both instead of a range
 
+
+
+def pairs_note(pairs: int) -> str:
+    """What the brackets of rows with two repeats mean, where there are such rows."""
+    if not pairs:
+        return ""
+    if pairs == 1:
+        return "1 row has two repeats only: its brackets give both, and its figure is their midpoint"
+    return f"{pairs} rows have two repeats only: their brackets give both, and each figure is their midpoint"
 
 
 def built_on(results: Sequence[RowResult]) -> str:
@@ -156,6 +166,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
     page_findings = findings(uncapped, parameters, lora_row, seq_len, vocabulary_size(rows.first.model.config_sha256))
     runs = capped_runs(rows.ordered, views)
     overhead = overhead_summary(list(views.values()), process)
+    shown = tuple(view for view in uncapped.values() if view.mode != "baseline" and view.allocator == DEFAULT_ALLOCATOR)
     return PageContext(
         **_model_fields(rows.first.model, parameters),  # type: ignore[arg-type]
         environment=environment_table(rows.first.environment),
@@ -163,8 +174,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         measured_on=max(r.measured_at for r in rows.ordered)[:10],
         built_on=built_on(rows.ordered),
         baseline=figure(baseline.summary.baseline_bytes) if baseline else None,
-        rows=tuple(view for view in uncapped.values()
-                   if view.mode != "baseline" and view.allocator == DEFAULT_ALLOCATOR),
+        rows=shown, pairs_note=pairs_note(sum(view.pair for view in shown)),
         failed_rows=tuple(view for view in views.values() if not view.ok and not view.memory_limit),
         has_cuda=any(view.cuda_reserved for view in views.values()),
         budget=budget(parameters, plain),

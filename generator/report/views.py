@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from generator.budget import ProcessModel, fixed_costs, weight_bytes
 from generator.matrix import DEFAULT_ALLOCATOR, RowSpec
-from generator.store.records import RowResult
-from generator.units import format_mib, mib_range, signed_percent
+from generator.store.records import RowResult, Summary
+from generator.units import format_mib, mib, mib_range, signed_percent
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
                 "optimizer": "optimizer step 1", "decode": "decode (step 1)", "step2": "step 2"}
@@ -93,6 +93,7 @@ class RowView:
     net_high: int = 0
     simulated_activations: Figure | None = None  # the simulation's activations and temporaries at its peak
     amp: bool = False  # bf16 autocast over fp32 weights: another set-up than plain fp32 training
+    pair: bool = False  # exactly two repeats finished: the figure is their midpoint, and both are shown
     detail: str = ""  # a failed row's error as recorded, word for word, for quoting
     detail_sizes: str = ""  # its byte counts read in MiB: '402,653,184 bytes is 384 MiB'
 
@@ -159,6 +160,7 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
                    for name, peak in in_order) if summary.ok else ()
     measured = summary.ok and row.mode != "baseline"
     failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
+    pair = sum(repeat.status == "ok" for repeat in result.repeats) == 2
     return RowView(
         id=row.id, label=row_label(row, summary.lora_targets), mode=row.mode, batch_size=row.batch_size,
         seq_len=row.seq_len,
@@ -180,8 +182,8 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
         cuda_reserved=figure(summary.cuda_max_reserved_bytes) if summary.cuda_max_reserved_bytes else None,
         wall_seconds=summary.wall_seconds, setup_seconds=summary.setup_seconds,
         setup_share=share(summary.setup_share) if summary.ok and summary.setup_share is not None else None,
-        spread=(f"{mib_range(summary.net_peak_min_bytes, summary.net_peak_max_bytes)} MiB"
-                if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes else ""),
+        spread=spread_text(summary, pair) if summary.ok and summary.net_peak_max_bytes > summary.net_peak_min_bytes
+        else "", pair=pair,
         repeats=len(result.repeats), repeats_note=summary.repeats_note,
         lora_targets=", ".join(summary.lora_targets.split()),
         allocator=row.allocator, step_seconds=summary.steps_seconds, time_text=time_text(result),
@@ -191,12 +193,22 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
     )
 
 
+def spread_text(summary: Summary, pair: bool) -> str:
+    """The repeats' lowest and highest net peak; with two repeats, both ('616 and 620 MiB'), since their median
+    is only their midpoint."""
+    low, high = summary.net_peak_min_bytes, summary.net_peak_max_bytes
+    return f"{mib(low):,.0f} and {mib(high):,.0f} MiB" if pair else f"{mib_range(low, high)} MiB"
+
+
 def time_text(result: RowResult) -> str:
-    """A row's wall time with its spread over independent repeats: one repeat's time is not a finding."""
+    """A row's wall time with its spread over independent repeats: one repeat's time is not a finding; two are
+    shown both, their median being only their midpoint."""
     times = sorted(r.wall_seconds for r in result.repeats if r.status == "ok" and r.wall_seconds)
     if not times:
         return "–"
     median = statistics.median(times)
+    if len(times) == 2:
+        return f"{median:.1f} s ({times[0]:.1f} and {times[1]:.1f})"
     return f"{median:.1f} s" + (f" ({times[0]:.1f}–{times[-1]:.1f})" if len(times) > 1 else " (1 repeat)")
 
 
