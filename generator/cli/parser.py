@@ -207,8 +207,8 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit.add_argument("--confirm", action="store_true",
                      help="measure two real steps at each answer and at the next batch, where they fit this machine")
     fit.add_argument("--record", action="store_true",
-                     help="instead: every shipped config against 16, 24, 48 and 80 GiB, into this environment's "
-                     "_fit.toml, for the site")
+                     help="instead: simulate every shipped config's tensor-peak curves into this environment's "
+                     "_fit.toml, from which the site answers every card it lists")
 
 
 def _diff(commands: argparse._SubParsersAction, shared: dict) -> None:

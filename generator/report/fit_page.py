@@ -21,8 +21,16 @@ class FitModelView:
 
     name: str
     parameters_text: str
-    rows: tuple[tuple[str, ...], ...]  # (kind, cell, cell, ...): the GPU budgets
-    cpu_rows: tuple[tuple[str, ...], ...] = ()  # the same for the CPU budgets, a table of its own
+    tables: tuple["BudgetTable", ...]  # one per group of budgets: smaller cards, larger cards, CPU machines
+
+
+@dataclass(frozen=True)
+class BudgetTable:
+    """One group of budgets: its heading, its columns and a row per way of running the config."""
+
+    heading: str  # "On a GPU"
+    labels: tuple[str, ...]  # "8 GiB GPU", ...
+    rows: tuple[tuple[str, ...], ...]  # (kind, cell, cell, ...)
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,7 @@ class Budget:
     n_bytes: int
     target: str  # "gpu" or "cpu"
     margin: float
+    group: str = ""  # the table it is a column of: "On a GPU of 8 to 24 GiB"
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,6 @@ class FitPageContext:
     process_model: str
     budgets: tuple[Budget, ...]
     models: tuple[FitModelView, ...]
-    gpu_budgets: tuple[str, ...] = ()
-    cpu_budgets: tuple[str, ...] = ()
     gpu_margin_text: str = ""
     cpu_margin_text: str = ""
     context_allowance: str = ""
@@ -167,15 +174,18 @@ def accuracy_views(judged: dict[str, Accuracy | None]) -> tuple[AllocatorAccurac
     return tuple(views)
 
 
-GPU_BUDGETS_GIB = (16, 24, 48, 80)
+# The cards people buy and rent: consumer and workstation cards of 8 to 24 GiB, then data-centre ones (A100 40
+# and 80 GiB, L40S 48 GiB), each group a table narrow enough for a desktop column; then two CPU machines.
+GPU_GROUPS_GIB = ((8, 12, 16, 24), (40, 48, 80))
 CPU_BUDGETS_GIB = (32, 64)
 SITE_MARGIN = 0.10  # on a GPU: not validated on a device, so the usual margin, stated
 
 
 def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
     """The cards the site answers for, then two CPU machines' memory."""
-    return (*(Budget(f"{gib} GiB GPU", gib * GIB, "gpu", SITE_MARGIN) for gib in GPU_BUDGETS_GIB),
-            *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin) for gib in CPU_BUDGETS_GIB))
+    gpus = tuple(Budget(f"{gib} GiB GPU", gib * GIB, "gpu", SITE_MARGIN, f"On a GPU of {group[0]} to {group[-1]} GiB")
+                 for group in GPU_GROUPS_GIB for gib in group)
+    return (*gpus, *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin, "On a CPU") for gib in CPU_BUDGETS_GIB))
 
 
 def _peak(curve: Curve, budget: Budget, process: ProcessModel) -> Callable[[int], int]:
@@ -203,21 +213,23 @@ def site_answers(table: FitTable, process: ProcessModel,
     return answers
 
 
-def _table(mine: list[tuple[Budget, FitAnswer]], target: str) -> tuple[tuple[str, ...], ...]:
-    """A row per way of running the config, a column per budget of one target."""
+def _table(mine: list[tuple[Budget, FitAnswer]], group: str) -> BudgetTable:
+    """A row per way of running the config, a column per budget of one group."""
     by_key = {(answer.kind, budget.label): answer for budget, answer in mine}
-    labels = dict.fromkeys(budget.label for budget, _ in mine if budget.target == target)
-    return tuple((kind, *(cell(by_key[(kind, label)]) for label in labels))
-                 for kind in dict.fromkeys(answer.kind for _, answer in mine))
+    labels = tuple(dict.fromkeys(budget.label for budget, _ in mine if budget.group == group))
+    return BudgetTable(heading=group, labels=labels,
+                       rows=tuple((kind, *(cell(by_key[(kind, label)]) for label in labels))
+                                  for kind in dict.fromkeys(answer.kind for _, answer in mine)))
 
 
 def model_views(answers: list[tuple[Budget, FitAnswer]]) -> tuple[FitModelView, ...]:
-    """Two tables per config, GPU and CPU budgets, a row per way of running it, a column per budget."""
+    """A table per group of budgets for each config, a row per way of running it, a column per budget."""
     models = []
     for name in dict.fromkeys(answer.model for _, answer in answers):
         mine = [(budget, answer) for budget, answer in answers if answer.model == name]
+        groups = dict.fromkeys(budget.group for budget, _ in mine)
         models.append(FitModelView(name=name, parameters_text=f"{mine[0][1].parameters:,}",
-                                   rows=_table(mine, "gpu"), cpu_rows=_table(mine, "cpu")))
+                                   tables=tuple(_table(mine, group) for group in groups)))
     return tuple(models)
 
 
@@ -238,8 +250,6 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
                           environment=environment, seq_len_text=f"{table.seq_len:,}" if table else "",
                           process_model=process.describe(), budgets=budgets, models=model_views(answers),
-                          gpu_budgets=tuple(b.label for b in budgets if b.target == "gpu"),
-                          cpu_budgets=tuple(b.label for b in budgets if b.target == "cpu"),
                           gpu_margin_text=percent(SITE_MARGIN),
                           cpu_margin_text=percent(cpu_margin) + (" (the band validated below)" if validated
                                                                  else " (no band validated: one model measured)"),
