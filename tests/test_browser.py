@@ -239,3 +239,59 @@ def test_every_table_answer_is_in_view_on_a_phone(browser, server: str, name: st
     unlabelled = page.evaluate("[...document.querySelectorAll('td:not([data-label])')].length")
     assert unlabelled == 0
     page.close()
+
+
+def _python_answer(calculator: dict, model: str, kind: str, budget: int, target: str) -> str:
+    """The page's own Python rules (generator/report/fit_page.py) for one choice, from the calculator's data."""
+    from generator.budget import ProcessModel
+    from generator.report.fit_page import Budget, cell, site_answers
+    from generator.store.fit_table import Curve, FitTable
+
+    curve = next(c for c in calculator["curves"] if c["model"] == model and c["kind"] == kind)
+    table = FitTable(libraries="", environment="", seq_len=calculator["seq_len"], curves=(Curve(
+        model=model, config_sha256="", parameters=0, kind=kind, row=curve["row"],
+        batches=tuple(int(v) for v in curve["batches"]), tensor_bytes=tuple(int(v) for v in curve["tensor"]),
+        cuda_bytes=tuple(int(v) for v in curve["cuda"])),), example=(), seconds=0.0, simulator="")
+    process = ProcessModel(calculator["proportional"], calculator["fixed"], 1, "")
+    ((_, answer),) = site_answers(table, process, (Budget("", budget, target, calculator["margins"][target]),))
+    return cell(answer)
+
+
+def test_the_calculator_answers_as_the_tables_and_python_do(browser, server: str) -> None:
+    """Over a grid of models, set-ups, cards, typed budgets and targets, the calculator's answer is the one the
+    page's Python rules give for the same choice; for a card the tables list it is also that table's cell. It
+    asks nothing of the network, and works at 390 px."""
+    import json
+
+    page, seen = _open(browser, f"{server}/fit.html", 390)
+    assert page.locator("#calculator").is_visible()
+    calculator = json.loads(page.text_content("#calculator-data"))
+    models = list(dict.fromkeys(curve["model"] for curve in calculator["curves"]))
+    checked = 0
+    for model in models:
+        page.select_option("#calc-model", model)
+        kinds = [curve["kind"] for curve in calculator["curves"] if curve["model"] == model]
+        for kind in kinds[::3] if model != models[0] else kinds:
+            page.select_option("#calc-kind", kind)
+            for target in ("gpu", "cpu"):
+                page.select_option("#calc-target", target)
+                for card in ("8", "24", "80", "typed"):
+                    page.select_option("#calc-card", card)
+                    if card == "typed":
+                        page.fill("#calc-typed", "13.75")
+                    answer = page.locator("#calc-answer")
+                    budget = int(answer.get_attribute("data-budget"))
+                    assert budget == (round(13.75 * 2**30) if card == "typed" else int(card) * 2**30)
+                    expected = _python_answer(calculator, model, kind, budget, target)
+                    assert answer.get_attribute("data-text") == expected, (model, kind, target, card)
+                    checked += 1
+    assert checked >= 100
+    page.select_option("#calc-model", models[0])
+    page.select_option("#calc-kind", calculator["curves"][0]["kind"])
+    page.select_option("#calc-target", "gpu")
+    page.select_option("#calc-card", "24")
+    table_cell = page.locator("table").first.locator("tr", has_text=calculator["curves"][0]["kind"]).first
+    assert page.locator("#calc-answer").get_attribute("data-text") in table_cell.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert {urlparse(url).hostname for url in seen["requests"]} <= {"127.0.0.1"} and seen["errors"] == []
+    page.close()

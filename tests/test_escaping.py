@@ -1,6 +1,8 @@
 """Values from result files and configs are data: they never become markup in the pages, the charts or the
 terminal, and they still read literally."""
 
+import json
+import re
 import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,6 +22,7 @@ from generator.store.catalog import load_folder as load_environment
 PAYLOADS = ["<script>alert(1)</script>", "<img src=x onerror=alert(2)>", "<iframe src=javascript:alert(3)>",
             "<svg onload=alert(4)>", "[x](javascript:alert(5))", "[red]x[/red]"]
 HOSTILE = " ".join(PAYLOADS)
+REPO = Path(__file__).resolve().parent.parent
 # Tags the article itself produces; anything else in the rendered HTML came from a value.
 ARTICLE_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "p", "ul", "ol",
                 "li", "strong", "em", "code", "pre", "table", "thead", "tbody", "tr", "th", "td", "img", "a",
@@ -47,8 +50,29 @@ class _Page(HTMLParser):
         return " ".join(" ".join(self.text).split())
 
 
+CALCULATOR = re.compile(r'<section id="calculator".*?</section>\n<script type="application/json" '
+                        r'id="calculator-data">(?P<data>.*?)</script>\n<script>\n(?P<code>.*?)\n</script>', re.S)
+CALCULATOR_TAGS = {"section", "h2", "p", "form", "label", "select", "option", "input"}
+
+
+def _without_calculator(html: str) -> str:
+    """The fit page's calculator is the one place with a form and scripts: its markup is the template's alone
+    (no value in it), its code is templates/calculator.js to the byte, and its data is JSON that no '<' can end
+    early. What is left is checked like every other page."""
+    found = CALCULATOR.search(html)
+    if found is None:
+        assert "<script" not in html and "<form" not in html
+        return html
+    section = _Page(found.group(0)[:found.group(0).index("</section>")])
+    assert {tag for tag, _ in section.tags} <= CALCULATOR_TAGS, section.tags
+    assert not any(name.startswith("on") for _, attrs in section.tags for name in attrs)
+    assert found.group("code") == (REPO / "templates" / "calculator.js").read_text(encoding="utf-8")
+    assert "<" not in found.group("data") and isinstance(json.loads(found.group("data")), dict)
+    return html[:found.start()] + html[found.end():]
+
+
 def assert_no_markup_from_values(html: str) -> _Page:
-    page = _Page(html)
+    page = _Page(_without_calculator(html))
     for tag, attrs in page.tags:
         if (tag, attrs) == ("link", {"rel": "icon", "href": "data:,"}):
             continue  # the layout's empty favicon, so that browsers ask the server for none
@@ -221,3 +245,12 @@ def test_every_page_and_both_twins_keep_values_as_text(tmp_path: Path) -> None:
             MarkdownIt("commonmark", {"html": True}).enable("table").render(pages[f"{name}.md"]))
         for payload in PAYLOADS:
             assert payload in html.visible and payload in as_host.visible, (name, payload)
+
+
+def test_the_calculator_data_cannot_end_its_script() -> None:
+    from generator.report.calculator import CalculatorData
+
+    hostile = {"model": HOSTILE + " </script><!-- & ]]>"}
+    text = CalculatorData(json.dumps(hostile)).script_json()
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == hostile  # and it still reads back as the same value

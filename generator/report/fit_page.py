@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from generator.budget import CUDA_CONTEXT_BYTES, EXAMPLE_CARD_BYTES, ProcessModel, cuda_rules, largest_batch
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
@@ -122,6 +123,7 @@ class FitPageContext:
     first: tuple[FirstLine, ...] = ()  # each config's answers on the likely card, first on the page
     card: str = ""  # that card: '24 GiB'
     legend: tuple[tuple[str, str], ...] = ()  # (set-up, precision and recipe) for every set-up the tables show
+    calculator: CalculatorData | None = None  # the curves and rules for the HTML page's calculator
 
 
 def cell(answer: FitAnswer) -> str:
@@ -258,4 +260,5 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           simulated_in=table.environment if table else "", points=accuracy_points(judged),
                           first=first_lines([answer for budget, answer in answers if budget.target == "gpu"
                                              and budget.n_bytes == EXAMPLE_CARD_BYTES], cell),
-                          card=card_text(), legend=legend([answer.kind for _, answer in answers]))
+                          card=card_text(), legend=legend([answer.kind for _, answer in answers]),
+                          calculator=calculator_data(table, process, SITE_MARGIN, cpu_margin) if table else None)

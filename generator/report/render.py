@@ -87,9 +87,20 @@ def render_page(name: str, context: Page) -> dict[str, str]:
     markdown = markdown_environment().get_template(f"{name}.md.j2").render(context.__dict__)
     html = html_environment().get_template("layout.html.j2").render(
         title=one_line(context.title),  # autoescaped, and no control character reaches <title> either
-        body=Markup(markdown_to_html(markdown)),
+        body=Markup(_body(markdown, getattr(context, "calculator", None))),
         stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
     return {f"{name}.md": markdown, f"{name}.html": html}
+
+
+def _body(markdown: str, calculator) -> str:  # calculator: CalculatorData | None
+    """The page's HTML; a page with a calculator gets it before its first second-level section (the HTML twin
+    only: the Markdown twin has the same answers in its tables)."""
+    head, mark, rest = markdown.partition("\n## ")
+    if calculator is None or not mark:
+        return markdown_to_html(markdown)
+    widget = html_environment().get_template("calculator.html.j2").render(
+        data=calculator.script_json(), script=Markup((templates() / "calculator.js").read_text(encoding="utf-8")))
+    return markdown_to_html(head) + widget + "\n" + markdown_to_html("## " + rest)
 
 
 def render_markdown(context: PageContext) -> dict[str, str]:

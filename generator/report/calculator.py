@@ -1,0 +1,43 @@
+"""The fit page's calculator: the recorded curves and the page's own answer rules, as data for a few lines of
+plain JavaScript (templates/calculator.js) that answer any card or budget in the reader's browser, offline.
+
+It reads the curves by the same chord and the same largest-batch search as the tables (generator/store/
+fit_table.py, generator/budget.py), with the same margins, process model and CUDA context allowance, so its
+answer for a budget the tables list is the table's cell; the browser test checks it over a grid of choices
+against this module's Python answers. Integers travel as decimal strings, which the script reads as BigInt."""
+
+import json
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from generator.answers.setups import RECIPES
+from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.store.fit_table import FitTable
+
+CARDS_GIB = (8, 12, 16, 24, 40, 48, 80)  # the choices offered; any other budget can be typed
+
+
+@dataclass(frozen=True)
+class CalculatorData:
+    """What the script needs, as one JSON document."""
+
+    text: str
+
+    def script_json(self) -> Markup:
+        """The document, safe inside <script type="application/json">: no '<', '>' or '&' can end it."""
+        return Markup(self.text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def calculator_data(table: FitTable, process: ProcessModel, gpu_margin: float, cpu_margin: float) -> CalculatorData:
+    """The curves of every config and set-up, and the rules the tables answer by."""
+    curves = [{"model": curve.model, "kind": curve.kind, "recipe": RECIPES.get(curve.kind, ""),
+               "row": curve.row, "batches": [str(b) for b in curve.batches],
+               "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes]}
+              for curve in table.curves]
+    document = {"curves": curves, "seq_len": table.seq_len,
+                "limit": str(min(MAX_BATCH, MAX_TOKENS_PER_STEP // table.seq_len)),
+                "context": str(CUDA_CONTEXT_BYTES), "proportional": process.proportional, "fixed": process.fixed,
+                "margins": {"gpu": gpu_margin, "cpu": cpu_margin}, "cards": list(CARDS_GIB)}
+    return CalculatorData(json.dumps(document, sort_keys=True, separators=(",", ":")))

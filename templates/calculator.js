@@ -1,0 +1,126 @@
+// The fit page's calculator (generator/report/calculator.py): the tables' rules, in the reader's browser.
+// Bytes are BigInt, so that the chord and the search are the integer arithmetic of generator/store/fit_table.py
+// and generator/budget.py; the two products Python does in floating point (the process model, the margin) are
+// the same IEEE operations here, rounded half to even as Python's round() does.
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("calculator-data").textContent);
+  var GIB = 1073741824n;
+  var $ = function (id) { return document.getElementById(id); };
+
+  function roundHalfEven(x) {
+    var down = Math.floor(x), rest = x - down;
+    if (rest > 0.5 || (rest === 0.5 && down % 2 !== 0)) { return down + 1; }
+    return down;
+  }
+  function floorDiv(a, b) {
+    var q = a / b;
+    return (a % b !== 0n && (a < 0n) !== (b < 0n)) ? q - 1n : q;
+  }
+  function chord(batches, values, batch) {  // the segment whose end is at or past the batch, else the last
+    var i = 0;
+    while (i < batches.length - 2 && batch > batches[i + 1]) { i += 1; }
+    var b1 = batches[i], b2 = batches[i + 1], t1 = values[i], t2 = values[i + 1];
+    return t1 + floorDiv((t2 - t1) * (batch - b1), b2 - b1);
+  }
+  function peakFunction(curve, target) {
+    var batches = curve.batches.map(BigInt), tensor = curve.tensor.map(BigInt), cuda = curve.cuda.map(BigInt);
+    if (target === "gpu") {
+      return function (batch) { return chord(batches, cuda, batch) + BigInt(data.context); };
+    }
+    return function (batch) {
+      return BigInt(roundHalfEven(Number(chord(batches, tensor, batch)) * (1 + data.proportional) + data.fixed));
+    };
+  }
+  function largestBatch(peak, usable, limit) {  // generator/budget.py largest_batch
+    if (peak(1n) > usable) { return 0n; }
+    var fits = 1n, tooBig = limit + 1n;
+    while (tooBig - fits > 1n) {
+      var middle = (fits + tooBig) / 2n;
+      if (peak(middle) <= usable) { fits = middle; } else { tooBig = middle; }
+    }
+    return fits;
+  }
+  function gib(bytes, digits) {  // Python's f"{bytes / 2**30:,.{digits}f} GiB": exact, ties to even
+    var scaled = bytes * (10n ** BigInt(digits)), whole = scaled / GIB, rest = scaled % GIB;
+    if (2n * rest > GIB || (2n * rest === GIB && whole % 2n === 1n)) { whole += 1n; }
+    var text = whole.toString().padStart(digits + 1, "0");
+    var head = text.slice(0, text.length - digits).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return head + (digits ? "." + text.slice(text.length - digits) : "") + " GiB";
+  }
+  function gibAbove(bytes, limit) {  // generator/units.py format_gib_above
+    for (var digits = 1; digits < 4; digits += 1) {
+      if (bytes <= limit || gib(bytes, digits) !== gib(limit, digits)) { return gib(bytes, digits); }
+    }
+    return bytes.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",") + " bytes";
+  }
+  function answer(curve, budget, target) {
+    var peak = peakFunction(curve, target), limit = BigInt(data.limit);
+    var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));
+    var batch = largestBatch(peak, usable, limit), shown = batch > 0n ? batch : 1n;
+    var text = batch === 0n
+      ? "does not fit: " + gibAbove(peak(shown), usable).replace(/ GiB$/, "") + " > " + gib(usable, 1)
+      : "batch " + batch + " (" + gib(peak(shown), 1) + ")";
+    return {batch: batch, bytes: peak(shown), usable: usable, text: text};
+  }
+
+  function option(select, value, label) {
+    var item = document.createElement("option");
+    item.value = value;
+    item.textContent = label;
+    select.appendChild(item);
+  }
+  function models() {
+    var seen = [];
+    data.curves.forEach(function (c) { if (seen.indexOf(c.model) < 0) { seen.push(c.model); } });
+    return seen;
+  }
+  function fillKinds() {
+    var select = $("calc-kind"), chosen = select.value;
+    select.textContent = "";
+    data.curves.filter(function (c) { return c.model === $("calc-model").value; })
+      .forEach(function (c) { option(select, c.kind, c.kind); });
+    if (chosen) { select.value = chosen; }
+    if (!select.value && select.options.length) { select.selectedIndex = 0; }
+  }
+  function budgetBytes() {
+    if ($("calc-card").value !== "typed") { return BigInt($("calc-card").value) * GIB; }
+    var typed = Number($("calc-typed").value);
+    return typed > 0 && typed <= 4096 ? BigInt(Math.round(typed * 1073741824)) : null;
+  }
+  function update() {
+    $("calc-typed-label").hidden = $("calc-card").value !== "typed";
+    var curve = data.curves.filter(function (c) {
+      return c.model === $("calc-model").value && c.kind === $("calc-kind").value;
+    })[0];
+    var budget = budgetBytes(), out = $("calc-answer"), target = $("calc-target").value;
+    if (!curve || budget === null) {
+      out.textContent = "Type a budget between 0.5 and 4,096 GiB.";
+      out.removeAttribute("data-batch");
+      return;
+    }
+    var found = answer(curve, budget, target);
+    out.textContent = curve.model + ", " + curve.kind + ", " + data.seq_len.toLocaleString("en-US") +
+      " tokens, in " + gib(budget, 2) + (target === "gpu" ? " on a GPU (simulated): " : " on this CPU machine: ") +
+      found.text + ".";
+    out.dataset.batch = found.batch.toString();
+    out.dataset.bytes = found.bytes.toString();
+    out.dataset.usable = found.usable.toString();
+    out.dataset.budget = budget.toString();
+    out.dataset.text = found.text;
+    $("calc-recipe").textContent = curve.recipe ? curve.kind + ": " + curve.recipe + "." : "";
+  }
+
+  models().forEach(function (name) { option($("calc-model"), name, name); });
+  data.cards.forEach(function (gibs) { option($("calc-card"), String(gibs), gibs + " GiB"); });
+  option($("calc-card"), "typed", "another size…");
+  $("calc-card").value = "24";
+  fillKinds();
+  $("calc-model").addEventListener("change", function () { fillKinds(); update(); });
+  ["calc-kind", "calc-card", "calc-target", "calc-typed"].forEach(function (id) {
+    $(id).addEventListener("input", update);
+    $(id).addEventListener("change", update);
+  });
+  $("calculator").hidden = false;
+  update();
+}());
