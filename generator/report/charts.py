@@ -24,6 +24,7 @@ PALETTE = (("#2f6199", "#8ab4e0"), ("#a34e00", "#f0a35a"), ("#b3262d", "#f28b8b"
            ("#2e6b1f", "#8fd06a"), ("#6f42a0", "#c3a6e6"), ("#7a5a00", "#e0c060"), ("#8a3a6a", "#e8a0cc"),
            ("#4a5a6a", "#b8c4d0"))
 INK, DARK_INK = "#5c5c5c", "#b0b0b0"
+BAND, DARK_BAND = "#e4e4e1", "#33363b"  # a row's threshold behind its dots: opaque, a step off each page
 # The pages' own backgrounds (templates/style.css --bg). Each SVG carries its scheme's as its background: where it
 # is embedded as an image, a host page of the other scheme (a code host's dark theme on a light system) shows the
 # chart on its own background, never grey ink on a dark page; inlined, it is the page's own colour.
@@ -148,9 +149,9 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     points = [{"release": label, "row": row, "change %": change * 100, "low": -threshold * 100,
                "high": threshold * 100} for label, row, change, threshold in context.changes]
     rows = list(dict.fromkeys(str(point["row"]) for point in points))
-    band = alt.Chart(alt.Data(values=points)).mark_bar(color="#bbbbbb", opacity=0.35, height=10).encode(
+    band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, height=10).encode(
         y=alt.Y("row:N", sort=rows, title=None), x="low:Q", x2="high:Q")
-    dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True).encode(
+    dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True, opacity=1).encode(
         y=alt.Y("row:N", sort=rows, title=None),
         x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=230)),
@@ -234,7 +235,7 @@ def two_steps(context: PageContext) -> alt.TopLevelMixin:
 
 def dark_scheme_style() -> str:
     """A style element that gives each light colour its dark twin where the reader's scheme is dark."""
-    pairs = [*PALETTE, (INK, DARK_INK), (PAGE, DARK_PAGE)]
+    pairs = [*PALETTE, (INK, DARK_INK), (PAGE, DARK_PAGE), (BAND, DARK_BAND)]
     rules = " ".join(f'[fill="{light}"]{{fill:{dark}}} [stroke="{light}"]{{stroke:{dark}}}' for light, dark in pairs)
     return f"<style>@media (prefers-color-scheme: dark){{{rules}}}</style>"
 

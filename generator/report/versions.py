@@ -60,6 +60,13 @@ def release_label(comparison: Comparison) -> str:
     return ", ".join(changes) or f"{comparison.before} → {comparison.after} (same library versions)"
 
 
+def chart_label(comparison: Comparison) -> str:
+    """The release's name in the chart's legend, short enough to be read whole: the library change, or for the
+    same versions on another set-up the last part of that environment's id (its machine's hash)."""
+    changes = [f"{key} {old} → {new}" for key, old, new in comparison.library_changes]
+    return ", ".join(changes) or f"same versions, {comparison.before.rsplit('-', 1)[-1]}"
+
+
 def largest_change(comparison: Comparison) -> RowDiff | None:
     """The compared row whose net peak moved most, either way."""
     compared = [row for row in comparison.rows if row.threshold_source]
@@ -195,8 +202,7 @@ def build_versions(article: Selection, others: list[Selection],
     comparisons = [compare(uncapped(other), uncapped(article)) for other in sorted(others, key=lambda s: s.environment)]
     machines = next((c for c in comparisons if not c.library_changes and c.differences), None)
     releases = tuple(release(comparison, history, machines) for comparison in comparisons)
-    changes = tuple((item.label, row.row, row.change, row.threshold)
-                    for item, comparison in zip(releases, comparisons, strict=True)
+    changes = tuple((chart_label(comparison), row.row, row.change, row.threshold) for comparison in comparisons
                     for row in comparison.rows if row.threshold_source)
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
                            newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
