@@ -22,7 +22,7 @@ COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations", "kept b
 # prefers-color-scheme rule that swaps each for its dark twin (dark_scheme_style below).
 PALETTE = (("#2f6199", "#8ab4e0"), ("#a34e00", "#f0a35a"), ("#b3262d", "#f28b8b"), ("#00706a", "#5cc8bc"),
            ("#2e6b1f", "#8fd06a"), ("#6f42a0", "#c3a6e6"), ("#7a5a00", "#e0c060"), ("#8a3a6a", "#e8a0cc"),
-           ("#4a5a6a", "#b8c4d0"))
+           ("#4a5a6a", "#b8c4d0"), ("#7b3f1d", "#e0a98a"))
 INK, DARK_INK = "#5c5c5c", "#b0b0b0"
 BAND, DARK_BAND = "#e4e4e1", "#33363b"  # a row's threshold behind its dots: opaque, a step off each page
 # The pages' own backgrounds (templates/style.css --bg). Each SVG carries its scheme's as its background: where it
@@ -169,9 +169,13 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
     shown = list(history.releases)[::-1][::2]  # every other release from the newest: labels that do not touch
     x = alt.X("release:O", sort=list(history.releases), title="transformers release", scale=alt.Scale(padding=1),
               axis=alt.Axis(labelAngle=-90, values=shown, titlePadding=14))  # a browser's font runs longer
+    legend = alt.Legend(orient="bottom", columns=1)
     lines = alt.Chart(alt.Data(values=points)).mark_line(point=True).encode(
         x=x, y=alt.Y("MiB:Q", title="simulated tensor peak, MiB", axis=alt.Axis(titlePadding=14)),
-        color=alt.Color("row:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+        color=alt.Color("row:N", title=None, legend=legend),
+        # every other row dashed: two rows within a line's width of each other (train-b8-s256 and train-b4-s512
+        # differ by under 1 %) both show, the dashed one over the solid
+        strokeDash=alt.StrokeDash("row:N", title=None, legend=legend, scale=alt.Scale(range=[[1, 0], [6, 4]])),
         tooltip=["row:N", "release:O", alt.Tooltip("MiB:Q", format=",.1f")])
     layers = [lines]
     if marks:
