@@ -4,6 +4,7 @@ Any change to an answer, a sentence or a chart shows up here as a diff of the pa
 or a change whose site/ was not rebuilt (`nox -s build`, then commit site/)."""
 
 import difflib
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,14 @@ def test_a_clean_build_reproduces_the_committed_site(monkeypatch: pytest.MonkeyP
     changed = [_diff(name, committed[name], pages[name]) for name in sorted(pages) if pages[name] != committed[name]]
     assert not changed, ("a build from measurements/ gives other pages than site/ holds; rebuild with "
                          "`nox -s build` and commit site/ if the change is meant:\n\n" + "\n\n".join(changed))
+
+
+def test_no_table_repeats_a_column_label() -> None:
+    """On a phone every table row becomes a card whose values are labelled by the column headers: a label used
+    twice in one table ('error', 'error') leaves the reader guessing which is which."""
+    for page in sorted((ROOT / "site").glob("*.md")):
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for header, rule in pairwise(lines):  # a header row is the line before a |---| rule
+            if rule.startswith("|---"):
+                labels = [cell.strip() for cell in header.strip().strip("|").split("|")]
+                assert len(labels) == len(set(labels)), (page.name, labels)
