@@ -317,3 +317,18 @@ def test_predict_prints_no_library_noise(tmp_path: Path) -> None:
         result = run_cli("predict", "--model", model, "--rows", *rows, "--measurements", str(tmp_path))
         assert result.returncode == 0, result.stderr
         assert result.stderr == "", result.stderr
+
+
+def test_recording_one_benchmark_keeps_the_others(tmp_path: Path) -> None:
+    """A benchmark file holds several tables (predict, fit, sensitivity); appending to one kept only that one,
+    which is how this project's sensitivity record and a whole before-and-after benchmark were lost."""
+    from generator.store import runlog
+
+    runlog.record_benchmark(tmp_path, "predict", {"at": "1", "cases": [{"wall_seconds": 1.5}]})
+    runlog.record_benchmark(tmp_path, "sensitivity", {"at": "2"})
+    runlog.record_benchmark(tmp_path, "fit", {"at": "3"})
+    runlog.record_benchmark(tmp_path, "predict", {"at": "4", "cases": []})
+    document = tomllib.loads((tmp_path / "_benchmarks.toml").read_text())
+    assert [entry["at"] for entry in document["predict"]] == ["1", "4"]
+    assert document["predict"][0]["cases"] == [{"wall_seconds": 1.5}]
+    assert [entry["at"] for entry in document["sensitivity"]] == ["2"] and document["fit"] == [{"at": "3"}]

@@ -77,5 +77,8 @@ def log_entries(path: Path, table: str) -> list:
 
 
 def append_to_log(path: Path, table: str, entry: dict) -> None:
-    """Append one entry to the array `table` of a log file."""
-    write_atomic(path, tomli_w.dumps({table: [*log_entries(path, table), entry]}))
+    """Append one entry to the array `table` of a log file, keeping every other table it holds (a benchmark
+    file holds predict's, fit's and the sensitivity study's side by side)."""
+    entries = log_entries(path, table)  # refuses a damaged file before anything is written
+    document = read_toml(path) if path.exists() else {}
+    write_atomic(path, tomli_w.dumps({**document, table: [*entries, entry]}))
