@@ -28,9 +28,7 @@ def module_source(name: str) -> str:
     return (resources.files(package) / f"{module}.py").read_text(encoding="utf-8")
 
 
-@cache
-def code_hash(modules: tuple[str, ...]) -> str:
-    """The first 12 hex digits of the SHA-256 of these modules' syntax trees."""
+def _hash(modules: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     for name in modules:
         digest.update(name.encode())
@@ -38,6 +36,13 @@ def code_hash(modules: tuple[str, ...]) -> str:
     return digest.hexdigest()[:12]
 
 
+@cache
+def code_hash(modules: tuple[str, ...]) -> str:
+    """The first 12 hex digits of the SHA-256 of these modules' syntax trees (the simulator's, say)."""
+    return _hash(modules)
+
+
+@cache
 def method_hash() -> str:
     """The measuring modules' hash."""
-    return code_hash(MEASURING_MODULES)
+    return _hash(MEASURING_MODULES)
