@@ -37,6 +37,12 @@ MAX_TOKENS_PER_STEP = 1 << 20
 _DTYPE_LIKE = re.compile(r"^(fp|bf|float|int|uint|f|i)\d+$")
 
 
+def batch_limit(seq_len: int) -> int:
+    """The largest batch a row of this length may have: MAX_BATCH, or fewer where the tokens of a step would
+    pass MAX_TOKENS_PER_STEP. fit, its curves, the fit page and its calculator all search up to it."""
+    return min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
+
+
 class RowError(ValueError):
     """A row id or coordinate that cannot be measured."""
 

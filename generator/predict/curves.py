@@ -13,7 +13,7 @@ batch fits which the simulation says does not."""
 import time
 
 from generator.answers.setups import KINDS
-from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, parse_row
+from generator.matrix import batch_limit, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict import parallel
 from generator.predict.simulate import METHOD, simulate_kept, try_simulate
@@ -35,7 +35,7 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
     """One kind's curve (None where it cannot be simulated): batches 1, 2, 4, 8, ... until the peak passes
     STOP_BYTES or the batch the tool's limits allow."""
     template = KINDS[kind].replace("{s}", str(seq_len))
-    limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
+    limit = batch_limit(seq_len)
     points: list[tuple[int, int, int]] = []
     parameters, batch = 0, 1
     while batch <= limit:

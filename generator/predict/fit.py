@@ -11,7 +11,7 @@ from pathlib import Path
 from generator.answers.setups import KINDS
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
-from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP, RowSpec, parse_row
+from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
 from generator.predict.simulate import simulate_kept
@@ -69,7 +69,7 @@ class Predictor:
 
 def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
     """Search the largest batch whose prediction is within the usable budget."""
-    template, limit = KINDS[kind], min(MAX_BATCH, MAX_TOKENS_PER_STEP // seq_len)
+    template, limit = KINDS[kind], batch_limit(seq_len)
     before = len(predictor.cache)
 
     def peak(batch: int) -> int:

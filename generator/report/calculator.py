@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from generator.answers.setups import RECIPES
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
-from generator.matrix import MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.matrix import batch_limit
 from generator.store.fit_table import FitTable
 
 CARDS_GIB = (8, 12, 16, 24, 40, 48, 80)  # the choices offered; any other budget can be typed
@@ -37,7 +37,7 @@ def calculator_data(table: FitTable, process: ProcessModel, gpu_margin: float, c
                "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes]}
               for curve in table.curves]
     document = {"curves": curves, "seq_len": table.seq_len,
-                "limit": str(min(MAX_BATCH, MAX_TOKENS_PER_STEP // table.seq_len)),
+                "limit": str(batch_limit(table.seq_len)),
                 "context": str(CUDA_CONTEXT_BYTES), "proportional": process.proportional, "fixed": process.fixed,
                 "margins": {"gpu": gpu_margin, "cpu": cpu_margin}, "cards": list(CARDS_GIB)}
     return CalculatorData(json.dumps(document, sort_keys=True, separators=(",", ":")))

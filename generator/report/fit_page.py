@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from generator.budget import CUDA_CONTEXT_BYTES, EXAMPLE_CARD_BYTES, ProcessModel, cuda_rules, largest_batch
-from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, MAX_BATCH, MAX_TOKENS_PER_STEP
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
@@ -196,7 +196,7 @@ def site_answers(table: FitTable, process: ProcessModel,
                  budgets: tuple[Budget, ...]) -> list[tuple[Budget, FitAnswer]]:
     """Every curve's answer for every budget: a GPU's with the simulated allocator, a CPU's with this page's
     process model."""
-    limit = min(MAX_BATCH, MAX_TOKENS_PER_STEP // table.seq_len)
+    limit = batch_limit(table.seq_len)
     answers = []
     for curve in table.curves:
         for budget in budgets:
