@@ -86,7 +86,7 @@
   function budgetBytes() {
     if ($("calc-card").value !== "typed") { return BigInt($("calc-card").value) * GIB; }
     var typed = Number($("calc-typed").value);
-    return typed > 0 && typed <= 4096 ? BigInt(Math.round(typed * 1073741824)) : null;
+    return typed >= data.typed[0] && typed <= data.typed[1] ? BigInt(Math.round(typed * 1073741824)) : null;
   }
   function update() {
     $("calc-typed-label").hidden = $("calc-card").value !== "typed";
@@ -95,7 +95,8 @@
     })[0];
     var budget = budgetBytes(), out = $("calc-answer"), target = $("calc-target").value;
     if (!curve || budget === null) {
-      out.textContent = "Type a budget between 0.5 and 4,096 GiB.";
+      out.textContent = "Type a budget between " + data.typed[0].toLocaleString("en-US") + " and " +
+        data.typed[1].toLocaleString("en-US") + " GiB.";
       out.removeAttribute("data-batch");
       return;
     }
@@ -114,7 +115,10 @@
   models().forEach(function (name) { option($("calc-model"), name, name); });
   data.cards.forEach(function (gibs) { option($("calc-card"), String(gibs), gibs + " GiB"); });
   option($("calc-card"), "typed", "another size…");
-  $("calc-card").value = "24";
+  $("calc-card").value = String(data.card);
+  $("calc-typed").min = $("calc-typed").step = String(data.typed[0]);
+  $("calc-typed").max = String(data.typed[1]);
+  $("calc-typed").value = String(data.card);
   fillKinds();
   $("calc-model").addEventListener("change", function () { fillKinds(); update(); });
   ["calc-kind", "calc-card", "calc-target", "calc-typed"].forEach(function (id) {

@@ -16,7 +16,7 @@ from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import batch_limit
 from generator.store.fit_table import FitTable
 
-CARDS_GIB = (8, 12, 16, 24, 40, 48, 80)  # the choices offered; any other budget can be typed
+TYPED_GIB = (0.5, 4096.0)  # the budgets a reader may type, in GiB, the smallest also the step
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,10 @@ class CalculatorData:
         return Markup(self.text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def calculator_data(table: FitTable, process: ProcessModel, gpu_margin: float, cpu_margin: float) -> CalculatorData:
-    """The curves of every config and set-up, and the rules the tables answer by."""
+def calculator_data(table: FitTable, process: ProcessModel, margins: dict[str, float], cards: tuple[int, ...],
+                    card: int) -> CalculatorData:
+    """The curves of every config and set-up, the rules the tables answer by (margins by target), the cards
+    offered and the one chosen first, in GiB."""
     curves = [{"model": curve.model, "kind": curve.kind, "recipe": RECIPES.get(curve.kind, ""),
                "row": curve.row, "batches": [str(b) for b in curve.batches],
                "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes]}
@@ -39,5 +41,5 @@ def calculator_data(table: FitTable, process: ProcessModel, gpu_margin: float, c
     document = {"curves": curves, "seq_len": table.seq_len,
                 "limit": str(batch_limit(table.seq_len)),
                 "context": str(CUDA_CONTEXT_BYTES), "proportional": process.proportional, "fixed": process.fixed,
-                "margins": {"gpu": gpu_margin, "cpu": cpu_margin}, "cards": list(CARDS_GIB)}
+                "margins": margins, "cards": list(cards), "card": card, "typed": list(TYPED_GIB)}
     return CalculatorData(json.dumps(document, sort_keys=True, separators=(",", ":")))

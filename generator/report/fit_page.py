@@ -257,4 +257,6 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           first=first_lines([answer for budget, answer in answers if budget.target == "gpu"
                                              and budget.n_bytes == EXAMPLE_CARD_BYTES], cell),
                           card=card_text(), legend=legend([answer.kind for _, answer in answers]),
-                          calculator=calculator_data(table, process, SITE_MARGIN, cpu_margin) if table else None)
+                          calculator=calculator_data(table, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
+                                                     tuple(gib for group in GPU_GROUPS_GIB for gib in group),
+                                                     EXAMPLE_CARD_BYTES // GIB) if table else None)
