@@ -235,9 +235,9 @@ def run_fit(args: argparse.Namespace) -> int:
 
     environment = collect_environment()
     model = _process_model(args.measurements, args.allocator)
+    workers = args.jobs or default_workers()
     if args.record:
-        path = save_fit(site_curves(environment, workers=args.jobs or default_workers()),
-                        args.measurements / environment.id)
+        path = save_fit(site_curves(environment, workers=workers), args.measurements / environment.id)
         print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
               f"environment with these library versions", file=sys.stderr)
         return 0
@@ -251,7 +251,6 @@ def run_fit(args: argparse.Namespace) -> int:
 
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
-    workers = args.jobs or default_workers()
     answers = fit(Predictor(source, model, target=args.target), args.seq, args.budget, args.margin, workers=workers)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target))

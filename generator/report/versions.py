@@ -54,17 +54,20 @@ def page_cells(row: RowDiff) -> tuple[str, ...]:
     return tuple(cell for column, cell in zip(COLUMNS, cells(row), strict=True) if column in PAGE_COLUMNS)
 
 
+def _library_changes(comparison: Comparison) -> str:
+    """'transformers 4.57.6 → 5.24.0', or '' where the library versions are the same."""
+    return ", ".join(f"{key} {old} → {new}" for key, old, new in comparison.library_changes)
+
+
 def release_label(comparison: Comparison) -> str:
     """What changed between the two set-ups, in words."""
-    changes = [f"{key} {old} → {new}" for key, old, new in comparison.library_changes]
-    return ", ".join(changes) or f"{comparison.before} → {comparison.after} (same library versions)"
+    return _library_changes(comparison) or f"{comparison.before} → {comparison.after} (same library versions)"
 
 
 def chart_label(comparison: Comparison) -> str:
     """The release's name in the chart's legend, short enough to be read whole: the library change, or for the
     same versions on another set-up the last part of that environment's id (its machine's hash)."""
-    changes = [f"{key} {old} → {new}" for key, old, new in comparison.library_changes]
-    return ", ".join(changes) or f"same versions, {comparison.before.rsplit('-', 1)[-1]}"
+    return _library_changes(comparison) or f"same versions, {comparison.before.rsplit('-', 1)[-1]}"
 
 
 def largest_change(comparison: Comparison) -> RowDiff | None:

@@ -68,9 +68,11 @@ def read_toml(path: Path) -> dict:
 def log_entries(path: Path, table: str) -> list:
     """A log's entries, or ResultsError naming the file where it is damaged: a damaged log is refused, as any
     other damaged file is, never silently replaced (which would lose every entry it held)."""
-    if not path.exists():
-        return []
-    entries = read_toml(path).get(table, [])
+    return _entries(read_toml(path) if path.exists() else {}, path, table)
+
+
+def _entries(document: dict, path: Path, table: str) -> list:
+    entries = document.get(table, [])
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         raise ResultsError(f"{path}: [[{table}]] must be an array of tables; mend or move the file")
     return entries
@@ -78,7 +80,7 @@ def log_entries(path: Path, table: str) -> list:
 
 def append_to_log(path: Path, table: str, entry: dict) -> None:
     """Append one entry to the array `table` of a log file, keeping every other table it holds (a benchmark
-    file holds predict's, fit's and the sensitivity study's side by side)."""
-    entries = log_entries(path, table)  # refuses a damaged file before anything is written
+    file holds predict's, fit's and the sensitivity study's side by side). The file is read once; a damaged one
+    is refused before anything is written."""
     document = read_toml(path) if path.exists() else {}
-    write_atomic(path, tomli_w.dumps({**document, table: [*entries, entry]}))
+    write_atomic(path, tomli_w.dumps({**document, table: [*_entries(document, path, table), entry]}))
