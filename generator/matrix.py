@@ -2,7 +2,9 @@
 
 A row id spells its coordinates, so ids people type and file names on disk are the same thing:
 ``baseline``, ``infer-b8-s256``, ``train-b8-s256-ckpt``, ``train-b8-s256-bf16``, ``train-b8-s256-lora8``,
-``train-b8-s256-cap3072MiB``, ``train-b8-s256-glibc-tuned`` (the allocator goes last). When typing one,
+``train-b8-s256-cap3072MiB``, ``train-b8-s256-bf16-nf4-lora8`` (QLoRA: a 4-bit NF4 base under
+LoRA), ``train-b8-s256-adam8`` (bitsandbytes' 8-bit AdamW), ``train-b8-s256-amp-zero3x8`` (one of 8 cards
+under ZeRO-3; simulated only), ``train-b8-s256-glibc-tuned`` (the allocator goes last). When typing one,
 ``-s<len>`` may be left out (``--seq`` fills it in).
 """
 
@@ -15,6 +17,17 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
 MODES = {"baseline": "baseline", "infer": "inference", "train": "train", "gen": "generate"}
 MODE_TOKENS = {name: token for token, name in MODES.items()}
+QUANTIZATIONS = {"nf4": "nf4"}  # id token -> the base's weight format (generator/quantize.py); "" keeps the dtype
+OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit"}  # id token -> optimizer; torch's AdamW is the default
+OPTIMIZER_TOKENS = {name: token for token, name in OPTIMIZERS.items()}
+DEFAULT_OPTIMIZER = "adamw"
+# How N data-parallel cards share a training row's state (simulated only; one machine cannot measure N cards).
+# Each shards what it names, 1/N a card: DDP nothing, ZeRO-1 the optimizer state, ZeRO-2 also the gradients,
+# ZeRO-3 and FSDP (full sharding) also the weights, which they gather a unit at a time.
+SHARDED_KINDS = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
+                 "zero3": ("optimizer", "gradients", "weights"), "fsdp": ("optimizer", "gradients", "weights")}
+MAX_GPUS = 1024
+_SHARDING_TOKEN = re.compile(r"^(" + "|".join(SHARDED_KINDS) + r")x(\d+)$")
 DEFAULT_LORA_RANK = 8
 DEFAULT_NEW_TOKENS = 64  # a generation row's new tokens when its id names none
 MAX_NEW_TOKENS = 4096
@@ -62,6 +75,10 @@ class RowSpec:
     allocator: str = DEFAULT_ALLOCATOR
     amp: bool = False  # bf16 autocast over fp32 weights and AdamW: mixed-precision training
     new_tokens: int = 0  # generation rows: tokens decoded with the KV cache after the prompt
+    quantization: str = ""  # "nf4": the base's linear layers in 4-bit NF4 (QLoRA); "": in the row's dtype
+    optimizer: str = DEFAULT_OPTIMIZER  # "adamw" (torch's) | "adamw8bit" (bitsandbytes')
+    sharding: str = ""  # a key of SHARDED_KINDS, or "": one card holds everything
+    gpus: int = 1  # the cards that share the row's state; the batch is each card's own
 
     @property
     def id(self) -> str:
@@ -78,8 +95,14 @@ class RowSpec:
                 parts.append("amp")
             if self.dtype != "float32":
                 parts.append(DTYPE_TOKENS[self.dtype])
+            if self.quantization:
+                parts.append(self.quantization)
             if self.lora_rank:
                 parts.append(f"lora{self.lora_rank}")
+            if self.optimizer != DEFAULT_OPTIMIZER:
+                parts.append(OPTIMIZER_TOKENS[self.optimizer])
+            if self.sharding:
+                parts.append(f"{self.sharding}x{self.gpus}")
         if self.memory_limit_bytes:
             parts.append(_cap_token(self.memory_limit_bytes))
         if self.allocator != DEFAULT_ALLOCATOR:
@@ -90,6 +113,15 @@ class RowSpec:
     def positions(self) -> int:
         """The longest sequence the model sees: the prompt and, for generation, every new token."""
         return self.seq_len + self.new_tokens
+
+    @property
+    def sharded_kinds(self) -> tuple[str, ...]:
+        """The categories of state each card holds 1/gpus of."""
+        return SHARDED_KINDS[self.sharding] if self.sharding else ()
+
+    def with_sharding(self, sharding: str, gpus: int) -> "RowSpec":
+        """The same row on gpus cards sharing its state."""
+        return replace(self, sharding=sharding, gpus=gpus)
 
     @property
     def tokens_per_step(self) -> int:
@@ -129,7 +161,7 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
         fields.update(parsed)
     if mode == "baseline":
         if set(fields) - {"mode", "memory_limit_bytes", "allocator"}:
-            raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype or LoRA")
+            raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype, LoRA or optimizer")
         return RowSpec(**fields)  # type: ignore[arg-type]
     if "batch_size" not in fields:
         raise RowError(f"row {text!r} needs a batch size, such as -b8")
@@ -144,7 +176,8 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
 _COORDINATE_NAMES = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype",
                      "gradient_checkpointing": "checkpointing", "lora_rank": "LoRA rank",
                      "memory_limit_bytes": "memory cap", "allocator": "allocator", "amp": "autocast",
-                     "new_tokens": "new tokens"}
+                     "new_tokens": "new tokens", "quantization": "quantization", "optimizer": "optimizer",
+                     "sharding": "sharding"}
 
 
 def _parse_token(token: str, text: str) -> dict[str, object]:
@@ -154,6 +187,13 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
         return {"amp": True}
     if token in DTYPES:
         return {"dtype": DTYPES[token]}
+    if token in QUANTIZATIONS:
+        return {"quantization": QUANTIZATIONS[token]}
+    if token in OPTIMIZERS:
+        return {"optimizer": OPTIMIZERS[token]}
+    sharded = _SHARDING_TOKEN.match(token)
+    if sharded:
+        return {"sharding": sharded.group(1), "gpus": int(sharded.group(2))}
     if token == "lora":
         return {"lora_rank": DEFAULT_LORA_RANK}
     if token.startswith("cap"):
@@ -171,8 +211,10 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
         raise RowError(f"row {text!r}: unknown dtype {token!r} (known: {', '.join(DTYPES)})")
     if token in ("glibc", "tuned", "jemalloc", "tcmalloc"):
         raise RowError(f"row {text!r}: the allocator goes last ({', '.join(ALLOCATORS)})")
-    raise RowError(f"row {text!r}: unknown part {token!r} (expected b<batch>, s<length>, n<new tokens>, ckpt, "
-                   f"amp, {', '.join(DTYPES)}, lora<r>, cap<size> or an allocator: {', '.join(ALLOCATORS[1:])})")
+    parts = ["b<batch>", "s<length>", "n<new tokens>", "ckpt", "amp", *DTYPES, *QUANTIZATIONS, "lora<r>", *OPTIMIZERS,
+             f"<sharding>x<gpus> ({', '.join(SHARDED_KINDS)})", "cap<size>"]
+    raise RowError(f"row {text!r}: unknown part {token!r} (expected {', '.join(parts)} or an allocator: "
+                   f"{', '.join(ALLOCATORS[1:])})")
 
 
 def check_row(row: RowSpec, text: str = "") -> None:
@@ -180,6 +222,14 @@ def check_row(row: RowSpec, text: str = "") -> None:
     name = text or row.id
     if row.mode != "train" and (row.gradient_checkpointing or row.lora_rank or row.amp):
         raise RowError(f"row {name!r}: checkpointing, autocast and LoRA only apply to training rows")
+    if row.mode != "train" and (row.quantization or row.optimizer != DEFAULT_OPTIMIZER):
+        raise RowError(f"row {name!r}: a 4-bit base and the optimizer only apply to training rows")
+    if row.sharding and (row.mode != "train" or not 2 <= row.gpus <= MAX_GPUS):
+        raise RowError(f"row {name!r}: sharding applies to training rows, on 2 to {MAX_GPUS} cards")
+    if row.quantization and not row.lora_rank:
+        raise RowError(f"row {name!r}: a 4-bit base is frozen, so it trains through LoRA: add lora<r> (QLoRA)")
+    if row.quantization and row.amp:
+        raise RowError(f"row {name!r}: a 4-bit base computes in bf16 already; it takes no amp")
     if row.amp and row.dtype != "float32":
         raise RowError(f"row {name!r}: amp autocasts over fp32 weights; it takes no {row.dtype} weights")
     if not 1 <= row.batch_size <= MAX_BATCH:

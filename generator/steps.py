@@ -76,9 +76,23 @@ def enable_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
 
 
-def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[str, ...] = ()) -> Prepared:
-    """Gradient checkpointing, LoRA, train or eval mode, the optimizer and a batch of random tokens."""
+def make_optimizer(row: RowSpec, parameters: list[Any]) -> Any:
+    """The row's optimizer over the parameters that train: torch's AdamW, or bitsandbytes' 8-bit AdamW."""
     import torch
+
+    from generator.quantize import LEARNING_RATE, adamw_8bit
+
+    if row.optimizer == "adamw8bit":
+        return adamw_8bit(parameters)
+    return torch.optim.AdamW(parameters, lr=LEARNING_RATE)
+
+
+def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[str, ...] = ()) -> Prepared:
+    """A 4-bit base, gradient checkpointing, LoRA, train or eval mode, the optimizer and a batch of random
+    tokens."""
+    import torch
+
+    from generator.quantize import quantize_nf4
 
     model.config.use_cache = False
     if getattr(model, "loss_type", "") is None:  # transformers 5 would log that it picks this default itself
@@ -88,12 +102,14 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
     if row.mode != "train":
         model.eval()
     else:
+        if row.quantization == "nf4":
+            model = quantize_nf4(model)
         if row.gradient_checkpointing:
             enable_checkpointing(model)
         if row.lora_rank:
             model, targets = with_lora(model, row, lora_targets)
         model.train()
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+        optimizer = make_optimizer(row, [p for p in model.parameters() if p.requires_grad])
     batch = torch.randint(0, model.config.vocab_size, (row.batch_size, row.seq_len), device=device)
     return Prepared(model=model, optimizer=optimizer, batch=batch, lora_targets=targets)
 

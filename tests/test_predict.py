@@ -115,7 +115,9 @@ def _real_tensor_peaks(row_id: str) -> tuple[int, dict[str, int]]:
     return tracker.peak, tracker.phase_peaks
 
 
-@pytest.mark.parametrize("row_id", ["train-b2-s64", "infer-b4-s64", "gen-b1-s32-n4", "train-b2-s64-lora8"])
+@pytest.mark.parametrize("row_id", ["train-b2-s64", "infer-b4-s64", "gen-b1-s32-n4", "train-b2-s64-lora8",
+                                    "train-b2-s64-bf16-nf4-lora8", "train-b2-s64-nf4-lora8", "train-b2-s64-adam8",
+                                    "train-b2-s64-bf16-adam8"])
 def test_the_simulation_takes_the_real_runs_path(row_id: str) -> None:
     """The tiny llama has grouped-query attention (4 heads, 2 for keys and values), as SmolLM2 does. Under fake
     tensors transformers once built the full causal mask and repeated keys and values per head, which the real

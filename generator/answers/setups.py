@@ -7,6 +7,8 @@ adding a set-up is one line here."""
 
 from dataclasses import dataclass
 
+from generator.matrix import parse_row
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -27,6 +29,12 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
     Setup("LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8",
           "rank-8 adapters on a bf16 base (peft's default targets, q_proj and v_proj for Llama), AdamW on the "
           "adapters", first_screen=True),
+    Setup("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8",
+          "a 4-bit NF4 base (bitsandbytes, double-quantized scales, bf16 compute; embeddings and head in bf16), "
+          "rank-8 adapters on peft's default targets, AdamW on the adapters"),
+    Setup("mixed precision, 8-bit AdamW", "train-b{b}-s{s}-amp-adam8",
+          "fp32 weights and gradients, bitsandbytes' AdamW8bit (a byte a moment plus fp32 scales per 256), "
+          "bf16 autocast"),
     Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
     Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
           first_screen=True),
@@ -39,3 +47,17 @@ BY_NAME = {setup.name: setup for setup in SETUPS}
 KINDS = {setup.name: setup.row for setup in SETUPS}  # name -> row template, in the order answers are given
 RECIPES = {setup.name: setup.recipe for setup in SETUPS}
 FIRST_SCREEN = ("full training", "LoRA on a bf16 base", "generation")  # the first screen's order
+SHARDING_NAMES = {"ddp": "DDP (nothing sharded)", "zero1": "ZeRO-1 (optimizer state)",
+                  "zero2": "ZeRO-2 (optimizer state and gradients)",
+                  "zero3": "ZeRO-3 or FSDP (optimizer state, gradients and weights)",
+                  "fsdp": "FSDP (optimizer state, gradients and weights)"}
+
+
+def row_template(name: str, sharding: tuple[str, int] | None = None) -> str:
+    """The row that answers a set-up, {b} the batch and {s} the length; with sharding (a key of
+    matrix.SHARDED_KINDS and a number of GPUs), a training row's per-card row (inference and generation run
+    whole on each card)."""
+    template = KINDS[name]
+    if sharding is None or parse_row(template.format(b=1, s=1)).mode != "train":
+        return template
+    return f"{template}-{sharding[0]}x{sharding[1]}"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from importlib.util import find_spec
 
 from generator.cli.parser import UsageError
+from generator.cli.sharding import refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows, under_allocators
 
@@ -95,6 +96,7 @@ def run_measure(args: argparse.Namespace) -> int:
     from generator.measure.matrix_run import DEFAULT_REPEATS, MeasureRequest, measure_rows
 
     rows = _under_allocators(parse_rows(args.rows, args.seq, args.memory_limit), args.allocator)
+    refuse_sharded(rows)
     _require_cuda(args.device)
     request = MeasureRequest(rows=rows, model=_model(args, rows), output=args.output,
                              device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
@@ -137,6 +139,7 @@ def run_probe(args: argparse.Namespace) -> int:
     from generator.measure.probe import describe_outcome, plan_probe
 
     (row,) = _under_allocators(parse_rows([args.row], args.seq, None), [args.allocator])
+    refuse_sharded((row,))
     _require_cuda(args.device)
     model = _model(args, (row,))
     plan = plan_probe(row, args.output, args.device, args.memory_limit, model)
@@ -245,13 +248,15 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
     if args.margin is not None and args.margin >= 1:
         raise UsageError(f"--margin {args.margin:.0%} keeps the whole budget free: give less than 100%")
+    sharding = sharding_asked(args.gpus, args.sharding, args.target)
     source = _model(args, parse_rows([f"infer-b1-s{args.seq}"], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
         from generator.predict.fit import validated_margin
 
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
-    answers = fit(Predictor(source, model, target=args.target), args.seq, args.budget, args.margin, workers=workers)
+    answers = fit(Predictor(source, model, target=args.target, sharding=sharding), args.seq, args.budget,
+                  args.margin, workers=workers)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target))
     if args.confirm:

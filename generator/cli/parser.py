@@ -6,7 +6,14 @@ import re
 from pathlib import Path
 
 from generator.diff.compare import parse_threshold
-from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, DEFAULT_ROWS, DEFAULT_SEQ_LEN, DEFAULT_TIMEOUT_SECONDS
+from generator.matrix import (
+    ALLOCATORS,
+    DEFAULT_ALLOCATOR,
+    DEFAULT_ROWS,
+    DEFAULT_SEQ_LEN,
+    DEFAULT_TIMEOUT_SECONDS,
+    SHARDED_KINDS,
+)
 from generator.model_source import DEFAULT_MODEL, SHIPPED_MODELS
 from generator.units import parse_size
 
@@ -200,6 +207,12 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit.add_argument("--margin", type=percentage, metavar="PERCENT",
                      help="kept free for what the simulation does not see (default: on a CPU the band this "
                      "machine's out-of-sample errors support under --allocator, else 10%%)")
+    fit.add_argument("--gpus", type=positive_int, metavar="N", default=1,
+                     help="data-parallel GPUs sharing each training set-up's state; each card's answer is its own "
+                          "batch (default: 1)")
+    fit.add_argument("--sharding", choices=tuple(SHARDED_KINDS), default=None,
+                     help="what the GPUs shard: ddp nothing, zero1 the optimizer state, zero2 also the gradients, "
+                          "zero3 and fsdp also the weights (default with --gpus: fsdp)")
     fit.add_argument("--format", choices=("text", "json"), default="text")
     fit.add_argument("--jobs", type=positive_int, metavar="N",
                      help="simulations run side by side, one process each (default: this machine's cores); "

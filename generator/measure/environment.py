@@ -88,6 +88,7 @@ def collect_environment(device: str = "cpu") -> Environment:
         "torch": _version("torch"),
         "transformers": _version("transformers"),
         "peft": _version("peft"),
+        "bitsandbytes": _version("bitsandbytes"),
         "device": device,
         "device_name": cuda_device_name() if device == "cuda" else cpu_model(),
         "cpu": cpu_model(),

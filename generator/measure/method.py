@@ -10,7 +10,7 @@ from functools import cache
 from importlib import resources
 
 MEASURING_MODULES = ("generator.measure.worker", "generator.measure.peak", "generator.measure.limits",
-                     "generator.measure.server", "generator.steps")
+                     "generator.measure.server", "generator.steps", "generator.quantize")
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:

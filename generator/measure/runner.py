@@ -52,7 +52,8 @@ def job_payload(job: Job) -> dict:
 
 def preload_modules(model: ModelSource) -> list[str]:
     """What the server imports before it forks anything: everything a row imports, so it is in the baseline."""
-    return ["torch", "transformers", "peft", model.code_module, "generator.measure.worker"]
+    # generator.quantize before peft: it keeps the note bitsandbytes logs on import (peft imports it) off stderr
+    return ["torch", "transformers", "generator.quantize", "peft", model.code_module, "generator.measure.worker"]
 
 
 def _read_json(path: Path) -> dict | None:

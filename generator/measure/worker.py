@@ -113,6 +113,7 @@ def run(worker: Worker) -> None:
     from generator.matrix import RowSpec
     from generator.measure.allocator import check_in_effect
     from generator.model_source import ModelSource, build_model, import_model_code
+    from generator.quantize import parameter_count
     from generator.steps import prepare, run_steps
 
     row = RowSpec(**worker.job["row"])
@@ -128,7 +129,7 @@ def run(worker: Worker) -> None:
     model = build_model(source, getattr(torch, row.dtype)).to(worker.job["device"])
     prepared = prepare(model, row, worker.job["device"], tuple(source.lora_targets))
     worker.figures["load_seconds"] = time.perf_counter() - started
-    worker.figures["parameters"] = sum(p.numel() for p in prepared.model.parameters())
+    worker.figures["parameters"] = sum(parameter_count(p) for p in prepared.model.parameters())
     worker.figures["trainable_parameters"] = sum(p.numel() for p in prepared.model.parameters() if p.requires_grad)
     worker.figures["lora_targets"] = " ".join(prepared.lora_targets)
     clock = {"started": time.perf_counter()}

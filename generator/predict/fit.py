@@ -8,7 +8,7 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.answers.setups import KINDS
+from generator.answers.setups import KINDS, row_template
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
@@ -44,17 +44,24 @@ def overhead_text(model: ProcessModel, target: str) -> str:
 
 
 class Predictor:
-    """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU."""
+    """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU; with sharding (a
+    key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
-                 simulator: Callable[[RowSpec, ModelSource], object] = simulate_kept, target: str = "cpu") -> None:
+                 simulator: Callable[[RowSpec, ModelSource], object] = simulate_kept, target: str = "cpu",
+                 sharding: tuple[str, int] | None = None) -> None:
         self.source, self.model, self.simulator, self.target = source, model, simulator, target
+        self.sharding = sharding
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them
 
     def fresh(self) -> "Predictor":
         """A predictor like this one, with nothing simulated yet."""
-        return Predictor(self.source, self.model, self.simulator, self.target)
+        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding)
+
+    def template(self, kind: str) -> str:
+        """The row that answers a set-up, sharded as asked (answers/setups.py)."""
+        return row_template(kind, self.sharding)
 
     def peak(self, row_id: str) -> int:
         """The expected peak of a row, net of imports."""
@@ -69,7 +76,7 @@ class Predictor:
 
 def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
     """Search the largest batch whose prediction is within the usable budget."""
-    template, limit = KINDS[kind], batch_limit(seq_len)
+    template, limit = predictor.template(kind), batch_limit(seq_len)
     before = len(predictor.cache)
 
     def peak(batch: int) -> int:
@@ -122,7 +129,7 @@ def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int)
     except ModelError:
         raise  # the config itself cannot be built: bad input, not one kind's failure
     except Exception as error:  # torch, transformers and peft fail with exceptions of many types
-        return FitAnswer(kind=kind, row=KINDS[kind].format(b=1, s=seq_len), batch=0, predicted_bytes=0,
+        return FitAnswer(kind=kind, row=predictor.template(kind).format(b=1, s=seq_len), batch=0, predicted_bytes=0,
                          next_bytes=0, usable_bytes=usable, simulations=0, error=one_line_error(error))
 
 

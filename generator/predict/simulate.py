@@ -7,10 +7,8 @@ phase that sets it, and how the peak splits into weights, gradients, AdamW state
 temporaries. Gradients are recognised as they are accumulated, AdamW's moments once a step has made them;
 buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
 
-import contextlib
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 from generator.escaping import one_line_error
@@ -18,6 +16,15 @@ from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict.cuda_allocator import replay
+from generator.predict.fake_friendly import (
+    bitsandbytes_fake_friendly,
+    experts_fake_friendly,
+    modules_stay_put,
+    sequences_unpacked,
+)
+from generator.predict.sharding import METHOD as SHARDING_METHOD
+from generator.predict.sharding import gathered_bytes, per_card
+from generator.quantize import import_bitsandbytes, parameter_count, quantization_tensors
 from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
 from generator.store.records import Prediction
@@ -25,35 +32,13 @@ from generator.store.simulations import SimulationKey
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 # The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
-# made. "the real run's mask path": since _sequences_unpacked (before it, GQA models were overcounted).
+# made. "the real run's mask path": since sequences_unpacked (before it, GQA models were overcounted).
 METHOD = "FakeTensorMode, live tensor storages, the real run's mask path"
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
 SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.cuda_allocator", "generator.steps",
-                     "generator.model_source")
+                     "generator.predict.fake_friendly",
+                     "generator.model_source", "generator.quantize", "generator.predict.sharding")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
-
-
-@contextlib.contextmanager
-def _experts_fake_friendly(dtype: str) -> Iterator[bool]:
-    """Mixture-of-experts layers of transformers 5 run torch's grouped_mm, whose CPU kernel takes fp32 but
-    whose fake (meta) kernel accepts bf16 only. For rows in another dtype, route grouped_mm to transformers'
-    own fallback op: it returns the same output tensors, and its fake kernel takes any dtype, so the storages
-    the simulation follows are those of the real run. Yields whether it did (transformers 4.x has no such
-    layers, and bf16 rows need nothing)."""
-    try:
-        from transformers.integrations import moe
-    except ImportError:  # transformers 4.x: no such layers
-        yield False
-        return
-    if dtype == "bfloat16" or not hasattr(moe, "_can_use_grouped_mm"):
-        yield False
-        return
-    original = moe._can_use_grouped_mm
-    moe._can_use_grouped_mm = lambda *args, **kwargs: False
-    try:
-        yield True
-    finally:
-        moe._can_use_grouped_mm = original
 
 
 class StorageTracker:
@@ -68,6 +53,9 @@ class StorageTracker:
         self.phase = self.peak_phase = "load"
         self.phase_peaks: dict[str, int] = {}
         self.events: list[tuple[object, int, bool]] = []  # (storage, bytes, made or freed), for allocator models
+        self.event_kinds: dict[int, str] = {}  # a made event's index -> what its storage turned out to be
+        self.made_at: dict[int, int] = {}  # a live storage -> the index of its made event
+        self.phase_marks: list[tuple[int, str]] = []  # (index of the next event, phase entered), for replays
 
     def track(self, tensor: Any, kind: str = "activations") -> None:
         """Count a tensor's storage once, from now until it is freed."""
@@ -76,6 +64,7 @@ class StorageTracker:
         if key in self.sizes:
             return
         self.sizes[key], self.kinds[key] = storage.nbytes(), kind
+        self.made_at[key], self.event_kinds[len(self.events)] = len(self.events), kind
         self.events.append((key, self.sizes[key], True))
         self.totals[kind] += self.sizes[key]
         self.total += self.sizes[key]
@@ -90,11 +79,12 @@ class StorageTracker:
         self.track(tensor, kind)
         key = id(tensor.untyped_storage())
         self.totals[self.kinds[key]] -= self.sizes[key]
-        self.kinds[key] = kind
+        self.kinds[key] = self.event_kinds[self.made_at[key]] = kind
         self.totals[kind] += self.sizes[key]
 
     def _free(self, key: int) -> None:
         size = self.sizes.pop(key)
+        del self.made_at[key]
         self.events.append((key, size, False))
         self.totals[self.kinds.pop(key)] -= size
         self.total -= size
@@ -103,6 +93,7 @@ class StorageTracker:
         """The phase callback of generator/steps.py: close the phase that ended, start the next."""
         self.phase_peaks[self.phase] = self.phase_max
         self.phase, self.phase_max = phase, self.total
+        self.phase_marks.append((len(self.events), phase))
 
     def finish(self) -> None:
         """Close the last phase."""
@@ -126,61 +117,11 @@ class StorageTracker:
         return _Mode()
 
 
-@contextlib.contextmanager
-def _sequences_unpacked() -> Iterator[None]:
-    """transformers (4.5x and 5) looks for packed sequences in the position ids before it builds the causal
-    mask. Where its answer depends on the values (5.x: no packing, no mask), it cannot read fake tensors and
-    assumes packing: the fake run then builds the full mask, and SDPA, given a mask, cannot use grouped-query
-    attention natively, so keys and values were repeated per head and kept for backward, which the real run
-    never does (SmolLM2's batch-8 training: 240 MiB). The check is made here on real position ids of the same
-    shape, as the worker's batches have them (one unpadded sequence per row, positions from 0), with every mode
-    off; where the real run would find no packing, the fake run is told so, and otherwise it runs the check
-    itself, so releases whose answer does not depend on the values (4.56: always a mask) keep their path."""
-    try:
-        from transformers import masking_utils
-    except ImportError:  # transformers 4.x before the masking module: no such check
-        yield
-        return
-    original = getattr(masking_utils, "find_packed_sequence_indices", None)
-    if original is None:
-        yield
-        return
-
-    def as_the_real_run(position_ids: Any, *args: Any, **kwargs: Any) -> Any:
-        import torch
-        from torch.utils._python_dispatch import _disable_current_modes
-
-        with _disable_current_modes():
-            real = torch.arange(position_ids.shape[-1]).expand(tuple(position_ids.shape))
-            unpacked = original(real, *args, **kwargs) is None
-        return None if unpacked else original(position_ids, *args, **kwargs)
-
-    masking_utils.find_packed_sequence_indices = as_the_real_run
-    try:
-        yield
-    finally:
-        masking_utils.find_packed_sequence_indices = original
-
-
-@contextlib.contextmanager
-def _modules_stay_put() -> Iterator[None]:
-    """peft moves new adapters with Module.to(), which fake parameters cannot take (they would have to be
-    swapped, and fake tensors carry weakrefs). The adapters are already fake CPU tensors: make it a no-op."""
-    import torch
-
-    original = torch.nn.Module.to
-    torch.nn.Module.to = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        torch.nn.Module.to = original  # type: ignore[method-assign]
-
-
 def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
     """Count what exists before the steps, and learn gradients and optimizer state as they appear."""
     model = prepared.model
-    for parameter in model.parameters():
-        tracker.classify(parameter, "weights")
+    for tensor in [*model.parameters(), *quantization_tensors(model)]:  # a 4-bit base's scales are its weights
+        tracker.classify(tensor, "weights")
     for tensor in [*model.buffers(), prepared.batch]:  # rotary tables, masks, the tokens: the rest
         tracker.track(tensor)
     for parameter in model.parameters():
@@ -207,7 +148,7 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
 
     started = time.perf_counter()
     tracker, fake = StorageTracker(), FakeTensorMode()
-    with fake, _modules_stay_put():
+    with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
         try:
             model = AutoModelForCausalLM.from_config(load_config(source),
                                                      **{dtype_argument(): getattr(torch, row.dtype)})
@@ -216,23 +157,33 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
                              f"({one_line_error(error)})") from None
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
-    with fake, tracker.mode(), _experts_fake_friendly(row.dtype) as rerouted, _sequences_unpacked():
+    with (fake, tracker.mode(), experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(),
+          bitsandbytes_fake_friendly(row, fake)):
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()
+    method = METHOD + (FALLBACK_EXPERTS if rerouted and _has_experts(prepared.model) else "")
+    return _prediction(tracker, prepared, row, method, time.perf_counter() - started)
+
+
+def _prediction(tracker: StorageTracker, prepared: Prepared, row: RowSpec, method: str, seconds: float) -> Prediction:
+    """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py)."""
+    peak, phase, split, phases, events = (tracker.peak, tracker.peak_phase, tracker.peak_split,
+                                          tracker.phase_peaks, tracker.events)
+    if row.sharding:
+        card = per_card(tracker, row, gathered_bytes(prepared.model, row))
+        peak, phase, split, phases, events = card.peak, card.phase, card.split, card.phase_peaks, card.events
+        method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
     parameters = list(prepared.model.parameters())
-    split = tracker.peak_split
     return Prediction(
-        cuda_reserved_bytes=replay(tracker.events).peak_reserved,
-        cuda_expandable_bytes=replay(tracker.events, expandable=True).peak_reserved,
-        tensor_peak_bytes=tracker.peak, phase=tracker.peak_phase, weights_bytes=split["weights"],
+        cuda_reserved_bytes=replay(events).peak_reserved,
+        cuda_expandable_bytes=replay(events, expandable=True).peak_reserved,
+        tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
         gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
-        activations_bytes=split["activations"], phase_peak_bytes=dict(tracker.phase_peaks),
-        parameters=sum(p.numel() for p in parameters),
+        activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
+        parameters=sum(parameter_count(p) for p in parameters),
         trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
-        lora_targets=" ".join(prepared.lora_targets),
-        method=METHOD + (FALLBACK_EXPERTS if rerouted and _has_experts(prepared.model) else ""),
-        seconds=time.perf_counter() - started)
+        lora_targets=" ".join(prepared.lora_targets), method=method, seconds=seconds)
 
 
 def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
@@ -242,9 +193,11 @@ def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
     import torch
     import transformers
 
+    libraries = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+    if row.quantization or row.optimizer == "adamw8bit":
+        libraries += f", bitsandbytes {import_bitsandbytes().__version__}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
-                         libraries=f"torch {torch.__version__}, transformers {transformers.__version__}, "
-                                   f"peft {peft.__version__}",
+                         libraries=libraries,
                          simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}")
 
 

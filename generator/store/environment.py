@@ -23,6 +23,7 @@ class Environment:
     torch: str = UNKNOWN
     transformers: str = UNKNOWN
     peft: str = UNKNOWN
+    bitsandbytes: str = UNKNOWN  # the 4-bit and 8-bit-optimizer rows' library ('not installed' where absent)
     device: str = UNKNOWN
     device_name: str = UNKNOWN
     cpu: str = UNKNOWN

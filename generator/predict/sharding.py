@@ -1,0 +1,84 @@
+"""One card's share of a sharded training row, from the simulation's own trace.
+
+The simulation follows every storage from birth to free and learns what each one is (a weight, a gradient,
+optimizer state, or activations and temporaries). A sharded row (``-zero3x8``) replays that trace with each
+storage of a sharded kind at its share, ceil(bytes / cards), as a card holds it:
+
+- DDP shards nothing; ZeRO-1 the optimizer state; ZeRO-2 also the gradients; ZeRO-3 and FSDP also the weights;
+- a card's activations are those of its own batch (the row's batch is each card's), which the trace already is;
+- ZeRO-3 and FSDP gather a unit's full weights before computing it. The units are the decoder layers (the
+  largest ModuleList) and the root, which holds the rest (embeddings, head, final norm). A card is allowed the
+  two largest units in full for the whole run: the one computing and the one prefetched.
+
+This is a model of what the frameworks do, computed exactly from the simulated storages; it is not measured,
+and none of it has met a device. Collectives' own buffers (NCCL's, DDP's gradient buckets) are not in it."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from generator.matrix import RowSpec
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations")
+METHOD = "sharded kinds at ceil(bytes / cards), the two largest units' weights gathered whole throughout"
+
+
+@dataclass
+class CardTrace:
+    """A card's bytes over the trace: its peak, the phase and split at the peak, per-phase peaks, and the trace
+    itself at the card's sizes, for the CUDA allocator's replay."""
+
+    peak: int = 0
+    phase: str = "load"
+    split: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
+    phase_peaks: dict[str, int] = field(default_factory=dict)
+    events: list[tuple[object, int, bool]] = field(default_factory=list)
+
+
+def _share(size: int, kind: str, row: RowSpec) -> int:
+    return -(-size // row.gpus) if kind in row.sharded_kinds else size
+
+
+def per_card(tracker: Any, row: RowSpec, gathered: int = 0) -> CardTrace:
+    """Replay the tracker's trace (StorageTracker in simulate.py) at one card's sizes, with ``gathered`` bytes
+    of whole weights held throughout. For an unsharded row it reproduces the tracker's own figures."""
+    card, live = CardTrace(), {}
+    totals = {**dict.fromkeys(CATEGORIES, 0), "weights": gathered}
+    total = phase_max = gathered
+    if gathered:
+        card.events.append(("gathered", gathered, True))
+    marks, next_mark, phase = list(tracker.phase_marks), 0, "load"
+    for index, (key, size, made) in enumerate(tracker.events):
+        while next_mark < len(marks) and marks[next_mark][0] <= index:
+            card.phase_peaks[phase], phase, phase_max = phase_max, marks[next_mark][1], total
+            next_mark += 1
+        if made:
+            kind = tracker.event_kinds[index]
+            live[key] = (_share(size, kind, row), kind)
+        share, kind = live[key] if made else live.pop(key)
+        totals[kind] += share if made else -share
+        total += share if made else -share
+        card.events.append((key, share, made))
+        phase_max = max(phase_max, total)
+        if total > card.peak:
+            card.peak, card.phase, card.split = total, phase, dict(totals)
+    for _, later in marks[next_mark:]:  # phases entered after the last event
+        card.phase_peaks[phase], phase, phase_max = phase_max, later, total
+    card.phase_peaks[phase] = phase_max
+    return card
+
+
+def gathered_bytes(model: Any, row: RowSpec) -> int:
+    """The whole weights a card holds at once under ZeRO-3 or FSDP: its two largest units (the decoder layers,
+    and the root that holds the rest); nothing where the weights are not sharded."""
+    if "weights" not in row.sharded_kinds:
+        return 0
+    import torch
+
+    def size(parameters: Any) -> int:
+        return sum(p.untyped_storage().nbytes() for p in {id(p): p for p in parameters}.values())
+
+    layers = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len, default=None)
+    units = [size(layer.parameters()) for layer in layers] if layers is not None else []
+    inside = {id(p) for layer in (layers or []) for p in layer.parameters()}
+    units.append(size(p for p in model.parameters() if id(p) not in inside))
+    return sum(sorted(units)[-2:])

@@ -1,0 +1,90 @@
+"""The bitsandbytes set-ups of a row, shared by the worker and the simulator through generator/steps.py:
+
+- ``nf4``: QLoRA's base. Every linear layer but the output head becomes a bitsandbytes ``Linear4bit`` holding
+  NF4 weights (two per byte) with double-quantized block scales, computing in bf16, as transformers'
+  bitsandbytes integration does for ``load_in_4bit=True, bnb_4bit_quant_type="nf4",
+  bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=bfloat16``. A config has no weights to load, so the
+  layers built from it are quantized in place, one at a time.
+- ``adam8``: bitsandbytes' ``AdamW8bit``, whose two moments are stored in one byte an element with fp32 block
+  scales (parameters under 4,096 elements keep fp32 moments, as bitsandbytes decides).
+
+bitsandbytes is imported only by rows that use it, but peft imports it wherever it is installed, and
+bitsandbytes then logs a note about optional CPU kernels from the hub on every import. That note is not the
+user's business: importing this module (which the CLI's measuring commands and the worker server do before
+peft) keeps bitsandbytes' log at errors."""
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+
+# transformers' defaults for a 4-bit load: 64-element blocks, the scales quantized again in blocks of 256
+NF4_BLOCKSIZE = 64
+SKIPPED_MODULES = ("lm_head",)  # the output head stays in the model's dtype (transformers' get_keys_to_not_convert)
+LEARNING_RATE = 1e-4
+
+
+def import_bitsandbytes() -> Any:
+    """bitsandbytes, imported where a row needs it (its import notes are kept off stderr above)."""
+    import bitsandbytes
+
+    return bitsandbytes
+
+
+def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any]]:
+    import torch
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is torch.nn.Linear and name not in SKIPPED_MODULES:
+                yield parent, name, child
+
+
+def quantize_nf4(model: Any) -> Any:
+    """Replace the model's linear layers (the output head excepted) by NF4 ``Linear4bit`` layers, each quantized
+    from the layer it replaces, whose full-precision weight is then freed."""
+    import torch
+
+    bnb = import_bitsandbytes()
+    for parent, name, layer in _linear_layers(model):
+        weight = layer.weight.detach()
+        packed, state = bnb.functional.quantize_4bit(weight.contiguous(), blocksize=NF4_BLOCKSIZE,
+                                                     compress_statistics=True, quant_type="nf4")
+        quantized = bnb.nn.Linear4bit(layer.in_features, layer.out_features, bias=layer.bias is not None,
+                                      compute_dtype=torch.bfloat16, quant_type="nf4", device="meta")
+        quantized.weight = bnb.nn.Params4bit(packed, requires_grad=False, quant_state=state,
+                                             blocksize=NF4_BLOCKSIZE, compress_statistics=True, quant_type="nf4",
+                                             module=quantized, bnb_quantized=True)
+        quantized.quant_state = state
+        if layer.bias is not None:
+            quantized.bias = layer.bias
+        setattr(parent, name, quantized)
+        del layer, weight
+    model.is_loaded_in_4bit = True  # what peft reads to wrap Linear4bit layers in its 4-bit LoRA layers
+    return model
+
+
+def quantization_tensors(model: Any) -> list[Any]:
+    """The tensors that undo each 4-bit layer's quantization (block scales, their own scales, maps and offsets),
+    read from the layers' weights, so a model without any needs no bitsandbytes."""
+    found = []
+    for module in model.modules():
+        state = getattr(module._parameters.get("weight"), "quant_state", None)
+        if state is not None:
+            found += [state.absmax, state.code, state.offset]
+            if state.state2 is not None:
+                found += [state.state2.absmax, state.state2.code]
+    return [tensor for tensor in found if tensor is not None]
+
+
+def adamw_8bit(parameters: list[Any]) -> Any:
+    """bitsandbytes' 8-bit AdamW, at the learning rate of the fp32 AdamW rows."""
+    return import_bitsandbytes().optim.AdamW8bit(parameters, lr=LEARNING_RATE)
+
+
+def parameter_count(parameter: Any) -> int:
+    """A parameter's elements as the model defines them: a 4-bit weight packs two in each of its bytes, and its
+    quantization state keeps the shape it was quantized from."""
+    state = getattr(parameter, "quant_state", None)
+    return state.shape.numel() if state is not None else parameter.numel()

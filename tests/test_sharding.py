@@ -1,0 +1,150 @@
+"""Sharded rows: one card's share of the simulated trace, checked against the unsharded trace it replays and
+against DeepSpeed's estimator for ZeRO-3 model states."""
+
+import pytest
+from conftest import TINY_MODEL
+
+from generator.matrix import parse_row
+from generator.model_source import resolve_model
+from generator.predict.sharding import per_card
+from generator.predict.simulate import StorageTracker, simulate
+
+
+def _traced(row_id: str) -> StorageTracker:
+    """The tracker of a simulation of the tiny llama, kept for replays."""
+    import generator.predict.simulate as simulation
+
+    kept: list[StorageTracker] = []
+    original = simulation.StorageTracker
+
+    class Keeping(original):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            kept.append(self)
+
+    simulation.StorageTracker = Keeping  # type: ignore[misc]
+    try:
+        simulate(parse_row(row_id), resolve_model(str(TINY_MODEL)))
+    finally:
+        simulation.StorageTracker = original  # type: ignore[misc]
+    return kept[0]
+
+
+@pytest.mark.parametrize("row_id", ["train-b2-s64", "train-b2-s64-lora8", "gen-b1-s32-n4", "train-b2-s64-amp"])
+def test_a_card_that_shards_nothing_replays_the_whole_run(row_id: str) -> None:
+    """The replay at one card's sizes is the tracker's own run when nothing is sharded: same peak, phase,
+    per-phase peaks and trace, so a sharded figure differs from an unsharded one only by the sharing."""
+    tracker = _traced(row_id)
+    card = per_card(tracker, parse_row(row_id))
+    assert (card.peak, card.phase, card.phase_peaks) == (tracker.peak, tracker.peak_phase, tracker.phase_peaks)
+    assert card.events == tracker.events
+    assert sum(card.split.values()) == card.peak
+
+
+def _deepspeed_zero3_gpu_bytes(total_params: int, largest_layer_params: int, gpus: int,
+                               bytes_per_parameter: int = 18) -> int:
+    """DeepSpeed's estimate_zero3_model_states_mem_needs without offload (deepspeed/runtime/zero/stage3.py):
+    ``largest_layer_memory + int(18 * total_params / total_gpus)``, with largest_layer_memory = 4 bytes a
+    parameter of the largest module. Its 18 bytes a parameter are its fp16 recipe (fp16 weights, fp32 master
+    weights, gradients and Adam moments); the per-parameter bytes are an argument here so that the recipe a
+    row simulates can be put in its place."""
+    return 4 * largest_layer_params + int(bytes_per_parameter * total_params / gpus)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_zero3_model_states_follow_deepspeeds_formula(gpus: int) -> None:
+    """Full fp32 training keeps 16 bytes a parameter (weights, gradients, AdamW's two moments). Under ZeRO-3 a
+    card's model states are DeepSpeed's formula with those 16 bytes, to the byte, once the whole weights it
+    gathers are put in the largest-layer term (every tensor of the tiny model divides by 2 and 4)."""
+    whole = simulate(parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL)))
+    card = simulate(parse_row(f"train-b2-s64-zero3x{gpus}"), resolve_model(str(TINY_MODEL)))
+    parameters = whole.parameters
+    gathered = card.weights_bytes - whole.weights_bytes // gpus
+    states = card.weights_bytes + card.gradients_bytes + card.optimizer_bytes
+    assert (whole.weights_bytes, whole.gradients_bytes, whole.optimizer_bytes) == (
+        4 * parameters, 4 * parameters, 8 * parameters)
+    assert states == _deepspeed_zero3_gpu_bytes(parameters, gathered // 4, gpus, bytes_per_parameter=16)
+    # the two largest units of the tiny llama: the root (embeddings, tied head, final norm) and one layer
+    layer = 4 * (64 * 64 * 2 + 32 * 64 * 2 + 128 * 64 * 3 + 2 * 64)
+    assert gathered == 4 * (1024 * 64 + 64) + layer
+
+
+@pytest.mark.parametrize("sharding, sharded", [("ddp", ()), ("zero1", ("optimizer",)),
+                                               ("zero2", ("optimizer", "gradients"))])
+def test_each_stage_shares_only_what_it_shards(sharding: str, sharded: tuple[str, ...]) -> None:
+    whole = simulate(parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL)))
+    card = simulate(parse_row(f"train-b2-s64-{sharding}x4"), resolve_model(str(TINY_MODEL)))
+    for kind in ("weights", "gradients", "optimizer"):
+        expected = getattr(whole, f"{kind}_bytes") // (4 if kind in sharded else 1)
+        assert getattr(card, f"{kind}_bytes") == expected, kind
+    assert card.tensor_peak_bytes <= whole.tensor_peak_bytes
+    assert "one card's share" in card.method
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--sharding", "zero3"], "give --gpus 2 or more"),
+    (["--gpus", "8", "--sharding", "zero3"], "add --target gpu"),
+    (["--gpus", "4096", "--target", "gpu"], "at most 1024"),
+    (["--gpus", "8", "--sharding", "zero9", "--target", "gpu"], "invalid choice"),
+])
+def test_fit_refuses_sharding_it_cannot_answer_in_one_line(tmp_path, args: list[str], expected: str) -> None:
+    from conftest import run_cli
+
+    result = run_cli("fit", "--model", str(TINY_MODEL), "--budget", "1GiB", "--measurements", str(tmp_path), *args)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and expected in result.stderr, result.stderr
+
+
+def test_measure_refuses_a_sharded_row(tmp_path) -> None:
+    from conftest import run_cli
+
+    result = run_cli("measure", "--model", str(TINY_MODEL), "--rows", "train-b1-s32-zero3x8",
+                     "--output", str(tmp_path))
+    assert result.returncode == 2 and "one machine cannot measure" in result.stderr and result.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fit_answers_each_training_setup_for_one_card_of_several() -> None:
+    """With --gpus, training set-ups answer with their per-card row; inference and generation run whole."""
+    from generator.budget import ProcessModel
+    from generator.predict.fit import Predictor, fit
+
+    asked: list[str] = []
+
+    def simulator(row, source):  # a card's peak: 1,000 bytes a sequence over the context
+        from generator.store.records import Prediction
+
+        asked.append(row.id)
+        return Prediction(tensor_peak_bytes=1000 * row.batch_size, phase="step2", weights_bytes=0,
+                          gradients_bytes=0, optimizer_bytes=0, activations_bytes=0, parameters=1,
+                          trainable_parameters=1, method="", cuda_reserved_bytes=1000 * row.batch_size)
+
+    model = ProcessModel(0.0, 0.0, 3, "a test's")
+    answers = fit(Predictor(None, model, simulator, target="gpu", sharding=("zero2", 8)),  # type: ignore[arg-type]
+                  256, 2**30, kinds=("full training", "generation"))
+    assert answers[0].row.endswith("-zero2x8") and not answers[1].row.endswith("x8")
+    assert all(row.endswith("-zero2x8") for row in asked if row.startswith("train"))
+
+
+def test_the_pages_sharded_answers_follow_the_gpu_rule() -> None:
+    """One card's curve, read like the GPU tables: reserve plus the context, within 80 GiB less the margin."""
+    from generator.budget import CUDA_CONTEXT_BYTES
+    from generator.report.sharded import sharded_section
+    from generator.store.fit_table import Curve, FitTable
+    from generator.units import GIB
+
+    usable = round(80 * GIB * 0.9) - CUDA_CONTEXT_BYTES
+    per_sequence = 10 * GIB
+    steps = (1, 2, 4, 8)
+    cuda = tuple(usable - 3 * per_sequence + per_sequence * b for b in steps)  # batch 3 fits exactly, 4 does not
+    curve = Curve(model="Big", config_sha256="x", parameters=70, kind="16-bit training",
+                  row="train-b{b}-s1024-bf16-zero3x8", batches=steps, tensor_bytes=cuda, cuda_bytes=cuda)
+    never = Curve(model="Big", config_sha256="x", parameters=70, kind="mixed-precision training",
+                  row="train-b{b}-s1024-amp-zero1x8", batches=(1, 2), tensor_bytes=(100 * GIB, 200 * GIB),
+                  cuda_bytes=(100 * GIB, 200 * GIB))
+    section = sharded_section(FitTable(libraries="l", environment="e", seq_len=1024, curves=(), example=(),
+                                       sharded=(curve, never)))
+    assert section is not None and section.gpus == 8 and section.model == "Big"
+    first, second = section.rows
+    assert first.answer == "batch 3 (72.0 GiB)" and first.global_batch == "24 sequences"
+    assert first.stage.startswith("ZeRO-3") and second.stage.startswith("ZeRO-1")
+    assert second.answer.startswith("does not fit") and second.global_batch == "–"
