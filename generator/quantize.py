@@ -32,26 +32,33 @@ def import_bitsandbytes() -> Any:
     return bitsandbytes
 
 
-def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any]]:
+def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any, Any]]:
+    """(parent, name, layer, its weight as out × in) for every linear layer but the skipped ones: torch's
+    Linear, and GPT-2's Conv1D, whose weight is stored in × out (transformers' integration converts both)."""
     import torch
 
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and name not in SKIPPED_MODULES:
-                yield parent, name, child
+            if name in SKIPPED_MODULES:
+                continue
+            if type(child) is torch.nn.Linear:
+                yield parent, name, child, child.weight.detach()
+            elif type(child).__name__ == "Conv1D":  # transformers.pytorch_utils.Conv1D
+                yield parent, name, child, child.weight.detach().t()
 
 
 def quantize_nf4(model: Any) -> Any:
     """Replace the model's linear layers (the output head excepted) by NF4 ``Linear4bit`` layers, each quantized
-    from the layer it replaces, whose full-precision weight is then freed."""
+    from the layer it replaces, whose full-precision weight is then freed. A model with no such layer is refused:
+    it would train as plain LoRA under a 4-bit row's name."""
     import torch
 
     bnb = import_bitsandbytes()
-    for parent, name, layer in _linear_layers(model):
-        weight = layer.weight.detach()
+    for parent, name, layer, weight in _linear_layers(model):
         packed, state = bnb.functional.quantize_4bit(weight.contiguous(), blocksize=NF4_BLOCKSIZE,
                                                      compress_statistics=True, quant_type="nf4")
-        quantized = bnb.nn.Linear4bit(layer.in_features, layer.out_features, bias=layer.bias is not None,
+        out_features, in_features = weight.shape
+        quantized = bnb.nn.Linear4bit(in_features, out_features, bias=layer.bias is not None,
                                       compute_dtype=torch.bfloat16, quant_type="nf4", device="meta")
         quantized.weight = bnb.nn.Params4bit(packed, requires_grad=False, quant_state=state,
                                              blocksize=NF4_BLOCKSIZE, compress_statistics=True, quant_type="nf4",
@@ -61,6 +68,8 @@ def quantize_nf4(model: Any) -> Any:
             quantized.bias = layer.bias
         setattr(parent, name, quantized)
         del layer, weight
+    if not any(isinstance(m, bnb.nn.Linear4bit) for m in model.modules()):
+        raise ValueError(f"no linear layer to quantize in {type(model).__name__}: a 4-bit row needs one")
     model.is_loaded_in_4bit = True  # what peft reads to wrap Linear4bit layers in its 4-bit LoRA layers
     return model
 

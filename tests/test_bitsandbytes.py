@@ -82,6 +82,7 @@ def test_a_4bit_base_counts_its_packed_weights_and_their_scales() -> None:
     elements = 30 * sum(sizes)
     embeddings, norms, adapters = 49_152 * 576 * 2, (30 * 2 + 1) * 576 * 2, 460_800 * 4
     assert prediction.weights_bytes == elements // 2 + quantization + embeddings + norms + adapters
+    assert prediction.quantization_bytes == quantization
     assert prediction.parameters == 134_515_008 + 460_800  # counted as the model defines them, not packed
 
 

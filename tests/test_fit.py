@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL, run_cli
 
+from generator.answers.setups import KINDS
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
@@ -23,8 +24,9 @@ def test_the_answer_fits_and_the_next_batch_does_not() -> None:
     answers = fit(Predictor(source, OVERHEAD), seq_len=64, budget=120 * MIB, margin=0.1)
     usable = round(120 * MIB * 0.9)
     assert [answer.kind for answer in answers] == ["generation", "mixed-precision training", "LoRA on a bf16 base",
-                                                   "inference", "full training", "gradient checkpointing",
-                                                   "16-bit training", "LoRA"]
+                                                   "QLoRA", "mixed precision, 8-bit AdamW", "inference",
+                                                   "full training", "gradient checkpointing", "16-bit training",
+                                                   "LoRA"]
     for answer in answers:
         assert answer.batch >= 1, answer
         again = OVERHEAD.expected(simulate(parse_row(answer.row), source).tensor_peak_bytes)
@@ -169,6 +171,9 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
                 batch = parse_row(row_id).batch_size
                 self.cache[row_id] = curve[min(batch, len(curve)) - 1] + (max(batch - len(curve), 0) << 30)
                 return self.cache[row_id]
+
+            def template(self, kind: str) -> str:
+                return KINDS[kind]
         answer = largest_batch(Peak(), "inference", 1024, usable)  # type: ignore[arg-type]
         peak = Peak()
         assert answer.batch == 0 or peak.peak(answer.row) <= usable

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from generator.answers.setups import KINDS
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import ModelError
@@ -144,6 +145,9 @@ class _Curve:
         batch = parse_row(row_id).batch_size
         self.cache[row_id] = self.curve(batch)
         return self.cache[row_id]
+
+    def template(self, kind: str) -> str:
+        return KINDS[kind]
 
 
 @pytest.mark.parametrize(("usable", "batch"), [(99, 0), (100, 1), (109, 1), (110, 2), (1085, 99), (1090, 100),

@@ -92,7 +92,7 @@ def test_every_shipped_config_predicts(model: str) -> None:
     assert train["tensor_peak_bytes"] > infer["tensor_peak_bytes"] > infer["weights_bytes"] > 0
 
 
-def _real_tensor_peaks(row_id: str) -> tuple[int, dict[str, int]]:
+def _real_tensor_peaks(row_id: str, model_path: Path = TINY_MODEL) -> tuple[int, dict[str, int]]:
     """The same steps on real tensors, followed by the simulation's own storage tracker: what the real run's
     operators allocated, without the process and allocator around them."""
     import torch
@@ -102,7 +102,7 @@ def _real_tensor_peaks(row_id: str) -> tuple[int, dict[str, int]]:
     from generator.predict.simulate import StorageTracker, _watch
     from generator.steps import prepare, run_steps
 
-    row, source = parse_row(row_id), resolve_model(str(TINY_MODEL))
+    row, source = parse_row(row_id), resolve_model(str(model_path))
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(load_config(source), **{dtype_argument(): getattr(torch, row.dtype)})
     model.tie_weights()
@@ -126,3 +126,14 @@ def test_the_simulation_takes_the_real_runs_path(row_id: str) -> None:
     simulated = simulate(parse_row(row_id), resolve_model(str(TINY_MODEL)))
     peak, phases = _real_tensor_peaks(row_id)
     assert simulated.tensor_peak_bytes == peak and dict(simulated.phase_peak_bytes) == phases, (row_id, phases)
+
+
+def test_gpt2s_conv1d_layers_take_a_4bit_base_as_the_real_run_does() -> None:
+    """GPT-2 keeps its linear layers as Conv1D (weights stored in × out); the 4-bit base quantizes them too, so
+    its QLoRA row is not plain LoRA under another name, and fake and real tensors agree to the byte."""
+    gpt2 = TESTS / "architectures" / "gpt2.json"
+    simulated = simulate(parse_row("train-b2-s32-bf16-nf4-lora8"), resolve_model(str(gpt2)))
+    plain = simulate(parse_row("train-b2-s32-bf16-lora8"), resolve_model(str(gpt2)))
+    assert simulated.quantization_bytes > 0 and simulated.weights_bytes < plain.weights_bytes
+    peak, phases = _real_tensor_peaks("train-b2-s32-bf16-nf4-lora8", gpt2)
+    assert simulated.tensor_peak_bytes == peak and dict(simulated.phase_peak_bytes) == phases

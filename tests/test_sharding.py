@@ -143,7 +143,7 @@ def test_the_pages_sharded_answers_follow_the_gpu_rule() -> None:
                   cuda_bytes=(100 * GIB, 200 * GIB))
     section = sharded_section(FitTable(libraries="l", environment="e", seq_len=1024, curves=(), example=(),
                                        sharded=(curve, never)))
-    assert section is not None and section.gpus == 8 and section.model == "Big"
+    assert section is not None and section.gpus == (8,) and section.model == "Big"
     first, second = section.rows
     assert first.answer == "batch 3 (72.0 GiB)" and first.global_batch == "24 sequences"
     assert first.stage.startswith("ZeRO-3") and second.stage.startswith("ZeRO-1")

@@ -11,6 +11,7 @@ above a convex curve, so an answer read from it errs, if at all, towards a small
 batch fits which the simulation says does not."""
 
 import time
+from importlib import resources
 
 from generator.answers.setups import KINDS
 from generator.matrix import batch_limit, parse_row
@@ -29,12 +30,22 @@ EXAMPLE_ROWS = (  # the worked example in the set-ups people run: batch 1 × 512
     ("train all of it, mixed precision", "train-b1-s512-amp"),
     ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
 )
+SHARDED_MODEL = "Llama-3.1-70B"
+# (set-up, its row on one card): what the fit page answers for the 70B on 8 cards, and on 16 where 8 fall short
+SHARDED_SETUPS = (
+    *(("16-bit training", f"train-b{{b}}-s{{s}}-bf16-{stage}x8") for stage in ("zero1", "zero2", "zero3")),
+    ("16-bit training, checkpointed", "train-b{b}-s{s}-ckpt-bf16-zero3x8"),
+    ("16-bit training, checkpointed", "train-b{b}-s{s}-ckpt-bf16-zero3x16"),
+    ("mixed-precision training", "train-b{b}-s{s}-amp-zero3x8"),
+    ("LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8-zero3x8"),
+    ("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8-zero3x8"))
 
 
-def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
+def curve(source: ModelSource, kind: str, seq_len: int, row: str = "") -> Curve | None:
     """One kind's curve (None where it cannot be simulated): batches 1, 2, 4, 8, ... until the peak passes
-    STOP_BYTES or the batch the tool's limits allow."""
-    template = KINDS[kind].replace("{s}", str(seq_len))
+    STOP_BYTES (at batch 2 or later) or the batch the tool's limits allow. The row is the set-up's, unless
+    another is given."""
+    template = (row or KINDS[kind]).replace("{s}", str(seq_len))
     limit = batch_limit(seq_len)
     points: list[tuple[int, int, int]] = []
     parameters, batch = 0, 1
@@ -44,7 +55,7 @@ def curve(source: ModelSource, kind: str, seq_len: int) -> Curve | None:
             return None
         points.append((batch, prediction.tensor_peak_bytes, prediction.cuda_reserved_bytes))
         parameters = prediction.parameters
-        if prediction.tensor_peak_bytes > STOP_BYTES:
+        if prediction.tensor_peak_bytes > STOP_BYTES and len(points) >= 2:  # two points: a slope to read
             break
         batch *= 2
     if len(points) < 2:
@@ -61,17 +72,26 @@ def example_row(task: str, row_id: str) -> Simulated:
                      cuda_reserved_bytes=found.cuda_reserved_bytes)
 
 
+def sharded_model() -> ModelSource:
+    """The config the fit page answers for on several cards: Llama-3.1-70B's (generator/models/benchmark/)."""
+    return resolve_model(str(resources.files("generator") / "models" / "benchmark" / f"{SHARDED_MODEL}.json"))
+
+
 def site_curves(environment: Environment, seq_len: int | None = None, workers: int = 1) -> FitTable:
-    """Every shipped config's curves, and the example's rows; with several workers, side by side."""
+    """Every shipped config's curves, the 70B's on several cards, and the example's rows; with several
+    workers, side by side."""
     seq_len = seq_len or SITE_SEQ_LEN
     started = time.perf_counter()
     sources = [resolve_model(name) for name in SHIPPED_MODELS]
     tasks = [(source, kind, seq_len) for source in sources for kind in KINDS]
     found = parallel.starmap(curve, tasks, workers)
+    sharded = parallel.starmap(curve, [(sharded_model(), kind, seq_len, row) for kind, row in SHARDED_SETUPS],
+                               workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=seq_len,
                     curves=tuple(item for item in found if item is not None), example=tuple(example),
-                    seconds=round(time.perf_counter() - started, 1), simulator=METHOD)
+                    seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
+                    sharded=tuple(item for item in sharded if item is not None))
 
 
 def is_current(table: FitTable | None, environment: Environment) -> bool:

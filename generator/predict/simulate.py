@@ -183,7 +183,9 @@ def _prediction(tracker: StorageTracker, prepared: Prepared, row: RowSpec, metho
         activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
         parameters=sum(parameter_count(p) for p in parameters),
         trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
-        lora_targets=" ".join(prepared.lora_targets), method=method, seconds=seconds)
+        lora_targets=" ".join(prepared.lora_targets), method=method, seconds=seconds,
+        quantization_bytes=sum({id(t.untyped_storage()): t.untyped_storage().nbytes()
+                                for t in quantization_tensors(prepared.model)}.values()))
 
 
 def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:

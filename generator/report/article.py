@@ -34,6 +34,7 @@ from generator.report.findings import (
     noise,
     verdict,
 )
+from generator.report.low_bit import LowBitSection
 from generator.report.views import Figure, OverheadSummary, Ratio, RowView, figure, overhead_summary, row_view
 from generator.store.configs import vocabulary_size
 from generator.store.environment import Environment
@@ -89,6 +90,7 @@ class PageContext:
     answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
     other_models: tuple[OtherModel, ...] = ()  # the other models measured in this environment
     pairs_note: str = ""  # the shown rows with exactly two repeats, whose brackets give both instead of a range
+    low_bit: LowBitSection | None = None  # QLoRA and 8-bit AdamW, measured where bitsandbytes runs
 
 
 

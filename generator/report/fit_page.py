@@ -5,6 +5,7 @@ of the predictions on the measured rows. Frozen and typed; the template places v
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from generator.budget import CUDA_CONTEXT_BYTES, EXAMPLE_CARD_BYTES, ProcessModel, cuda_rules, largest_batch
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, batch_limit
@@ -13,6 +14,9 @@ from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.store.fit_table import Curve, FitAnswer, FitTable
 from generator.store.records import RowResult
+
+if TYPE_CHECKING:
+    from generator.report.sharded import ShardedSection
 from generator.units import GIB, MIB, format_gib, format_gib_above, format_mib, mib_range, signed_percent
 
 
@@ -121,6 +125,7 @@ class FitPageContext:
     card: str = ""  # that card: '24 GiB'
     legend: tuple[tuple[str, str], ...] = ()  # (set-up, precision and recipe) for every set-up the tables show
     calculator: CalculatorData | None = None  # the curves and rules for the HTML page's calculator
+    sharded: "ShardedSection | None" = None  # a large config on several cards (report/sharded.py)
 
 
 def cell(answer: FitAnswer) -> str:

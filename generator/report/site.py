@@ -11,8 +11,10 @@ from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import accuracy_chart, history_chart, render_svgs, to_svg, versions_chart
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.history import history_context
+from generator.report.low_bit import low_bit_section
 from generator.report.output import check_output, write_site
 from generator.report.render import render_markdown, render_page
+from generator.report.sharded import sharded_section
 from generator.report.versions import VersionsContext, build_versions
 from generator.store import layout
 from generator.store.accuracy import WITHIN
@@ -75,11 +77,15 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     process = overhead_model(catalog, environment)
     context = replace(build_context(list(selection.results), process, fit_table), other_models=tuple(
         OtherModel(name=other.model, folder=other.folder.name, rows=len(other.results))
-        for other in catalog.select_all(environment_folder) if other.folder != selection.folder))
+        for other in catalog.select_all(environment_folder) if other.folder != selection.folder),
+        low_bit=None if single_folder else low_bit_section(
+            [catalog.every_result(folder) for folder in layout.environments(catalog.root)]))
     history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
     fit_page = None if single_folder else build_fit_page(
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment))
+    if fit_page is not None:
+        fit_page = replace(fit_page, sharded=sharded_section(fit_table))
     return render_pages(context, versions, fit_page)
 
 

@@ -168,6 +168,8 @@ def library_versions(environment: Environment) -> tuple[Version, ...]:
 
 
 def newest(selections: list[Selection]) -> Selection:
-    """The selection with the newest library versions (then the newest measurement)."""
-    return max(selections, key=lambda s: (library_versions(s.results[0].environment),
+    """The selection with the newest library versions, then the most rows (a few rows measured on another
+    machine, say bitsandbytes' set-ups where it runs, never take the article from a full matrix), then the
+    newest measurement."""
+    return max(selections, key=lambda s: (library_versions(s.results[0].environment), len(s.results),
                                           max(r.measured_at for r in s.results)))

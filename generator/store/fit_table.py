@@ -93,6 +93,7 @@ class FitTable:
     example: tuple[Simulated, ...]
     seconds: float = 0.0
     simulator: str = ""  # the simulator's method (predict/simulate.py METHOD): refresh redoes an older one's table
+    sharded: tuple[Curve, ...] = ()  # one card's curves of a large config on several cards (sharded rows)
 
 
 def libraries(environment: Environment) -> str:
@@ -140,6 +141,7 @@ def load_fit(folder: Path) -> FitTable | None:
     if document.get("schema_version") != FIT_SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not {FIT_SCHEMA_VERSION}")
     curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
+    sharded = tuple(_typed(Curve, item, path) for item in document.get("sharded", []))
     example = tuple(_typed(Simulated, item, path) for item in document.get("example", []))
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
     if not isinstance(document.get("simulator", ""), str):
@@ -148,11 +150,12 @@ def load_fit(folder: Path) -> FitTable | None:
             and isinstance(top["seq_len"], int)):
         raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
     if any(len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes)  # type: ignore
-           for c in curves):
+           for c in (*curves, *sharded)):
         raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
-                    seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""))
+                    seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
+                    sharded=sharded)  # type: ignore[arg-type]
 
 
 def find_fit(root: Path, environment: Environment) -> FitTable | None:

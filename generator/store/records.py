@@ -162,6 +162,9 @@ class Prediction:
     # cuda_allocator.py): the bytes it would reserve, with fixed and with expandable segments. Simulated.
     cuda_reserved_bytes: int = 0
     cuda_expandable_bytes: int = 0
+    # Of the weights, what undoes a 4-bit base's quantization (block scales, their scales, maps, offsets),
+    # from the real quantized storages; 0 for a base in its dtype.
+    quantization_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""The article's bitsandbytes section: QLoRA's 4-bit base and 8-bit AdamW, measured, each against the same row
+without it on the same machine, with its step time and its prediction judged out of sample.
+
+The rows may come from another environment than the article's (bitsandbytes rows need a CPU with native
+bf16); the section names the machine, and compares only rows measured on it."""
+
+from dataclasses import dataclass, replace
+
+from generator.matrix import DEFAULT_OPTIMIZER, RowSpec
+from generator.report.views import Figure, figure
+from generator.store.accuracy import WITHIN, judged_rows
+from generator.store.records import RowResult
+from generator.units import format_mib, signed_percent
+
+
+@dataclass(frozen=True)
+class LowBitRow:
+    """One bitsandbytes row against the row it changes."""
+
+    model: str
+    row: str
+    change: str  # "4-bit NF4 base" | "8-bit AdamW"
+    against: str  # the same row without the change
+    net: Figure
+    against_net: Figure
+    saving: str  # '−27 %' of the row without it, net of imports
+    saved: bool  # whether the change saved memory
+    step_seconds: str  # the two steps' median time, and the row without it
+    against_step_seconds: str
+    allocator: str
+    weights: str  # simulated: '62 MiB (9 MiB of them quantization constants)', or '–' where not simulated
+    predicted: Figure | None  # out of sample: the process model fitted on the other models' rows
+    error_share: float | None  # its error against the measured median
+    error: str
+
+
+@dataclass(frozen=True)
+class LowBitSection:
+    """Where and how the rows were measured, and the rows."""
+
+    environment: str
+    cpu: str
+    allocator: str
+    rows: tuple[LowBitRow, ...]
+    worst_error: str  # the largest out-of-sample error of these rows, as a share
+    within: int  # rows predicted within accuracy.WITHIN
+    within_text: str  # that share: '5 %'
+    judged: int
+
+
+def _without(row: RowSpec) -> tuple[str, RowSpec]:
+    if row.quantization:
+        return "4-bit NF4 base", replace(row, quantization="")
+    return "8-bit AdamW", replace(row, optimizer=DEFAULT_OPTIMIZER)
+
+
+def _weights(result: RowResult) -> str:
+    found = result.prediction
+    if found is None:
+        return "–"
+    constants = f" ({format_mib(found.quantization_bytes)} of them quantization constants)" \
+        if found.quantization_bytes else ""
+    return format_mib(found.weights_bytes) + constants
+
+
+def _rows(results: list[RowResult]) -> list[LowBitRow]:
+    finished = {(r.model.name, r.row): r for r in results if r.finished}
+    allocators = {r.row.allocator for r in finished.values() if r.row.quantization or r.row.optimizer != "adamw"}
+    judged = {(j.model, j.row): j for a in sorted(allocators) for j in judged_rows(results, a)}
+    out = []
+    for (model, row), result in sorted(finished.items(), key=lambda item: (item[0][0], item[0][1].id)):
+        if not (row.quantization or row.optimizer != DEFAULT_OPTIMIZER):
+            continue
+        change, plain = _without(row)
+        other = finished.get((model, plain))
+        if other is None:
+            continue
+        net, against = result.summary.net_peak_bytes, other.summary.net_peak_bytes
+        found = judged.get((model, row.id))
+        predicted = found.out_of_sample_bytes if found is not None and found.out_of_sample_bytes else 0
+        out.append(LowBitRow(
+            model=model, row=row.id, change=change, against=plain.id, net=figure(net), against_net=figure(against),
+            saving=signed_percent(net / against - 1, 0), saved=net < against,
+            step_seconds=f"{result.summary.steps_seconds:.1f} s",
+            against_step_seconds=f"{other.summary.steps_seconds:.1f} s",
+            allocator=row.allocator, weights=_weights(result), predicted=figure(predicted) if predicted else None,
+            error_share=predicted / net - 1 if predicted else None,
+            error=signed_percent(predicted / net - 1) if predicted else "–"))
+    return out
+
+
+def low_bit_section(environments: list[list[RowResult]]) -> LowBitSection | None:
+    """The section from the environment with the most such rows, each with its row without the change; None
+    where no environment has one."""
+    found = [(len(rows), results) for results in environments if (rows := _rows(results))]
+    if not found:
+        return None
+    _, results = max(found, key=lambda item: (item[0], item[1][0].environment.id))
+    rows = _rows(results)
+    errors = [r.error_share for r in rows if r.error_share is not None]
+    environment = results[0].environment
+    return LowBitSection(
+        environment=environment.id, cpu=f"{environment.cpu} ({environment.cpu_features})",
+        allocator=", ".join(sorted({r.allocator for r in rows})), rows=tuple(rows),
+        worst_error=signed_percent(max(errors, key=abs)) if errors else "–",
+        within=sum(abs(e) <= WITHIN for e in errors), within_text=f"{WITHIN:.0%}".replace("%", " %"),
+        judged=len(errors))

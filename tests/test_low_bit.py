@@ -1,0 +1,60 @@
+"""The article's QLoRA and 8-bit AdamW section: every figure read from the rows' files, and each row compared
+with the same row without the change, measured on the same machine."""
+
+from dataclasses import replace
+
+from conftest import TESTS
+
+from generator.matrix import DEFAULT_OPTIMIZER
+from generator.report.low_bit import low_bit_section
+from generator.store import layout
+from generator.store.accuracy import WITHIN
+from generator.store.catalog import Catalog
+
+MEASUREMENTS = TESTS.parent / "measurements"
+
+
+def _section_and_results():
+    catalog = Catalog(MEASUREMENTS)
+    section = low_bit_section([catalog.every_result(folder) for folder in layout.environments(catalog.root)])
+    assert section is not None, "the committed measurements hold QLoRA and 8-bit AdamW rows"
+    results = {(r.model.name, r.row.id): r for r in catalog.every_result(MEASUREMENTS / section.environment)}
+    return section, results
+
+
+def test_each_row_is_compared_with_the_same_row_without_its_change_on_its_machine() -> None:
+    section, results = _section_and_results()
+    assert {row.change for row in section.rows} == {"4-bit NF4 base", "8-bit AdamW"}
+    assert len({row.model for row in section.rows}) >= 2  # SmolLM2 and one more family
+    for row in section.rows:
+        mine, other = results[(row.model, row.row)], results[(row.model, row.against)]
+        spec = mine.row
+        plain = replace(spec, quantization="") if spec.quantization else replace(spec, optimizer=DEFAULT_OPTIMIZER)
+        assert other.row == plain and spec != plain
+        assert mine.environment.id == other.environment.id == section.environment
+        assert (row.net.n_bytes, row.against_net.n_bytes) == (mine.summary.net_peak_bytes,
+                                                              other.summary.net_peak_bytes)
+        assert row.saved == (mine.summary.net_peak_bytes < other.summary.net_peak_bytes)
+        assert row.saving.startswith("−") == row.saved
+        assert row.step_seconds == f"{mine.summary.steps_seconds:.1f} s"
+
+
+def test_the_predictions_are_judged_out_of_sample_and_counted_from_the_rows() -> None:
+    """Each prediction is the process model fitted without the row's model; the summary counts the rows."""
+    section, results = _section_and_results()
+    errors = [row.error_share for row in section.rows if row.error_share is not None]
+    assert section.judged == len(errors) > 0
+    assert section.within == sum(abs(error) <= WITHIN for error in errors)
+    for row in section.rows:
+        if row.predicted is not None:
+            measured = results[(row.model, row.row)].summary.net_peak_bytes
+            assert row.error_share == row.predicted.n_bytes / measured - 1
+        if results[(row.model, row.row)].row.quantization:
+            assert "quantization constants" in row.weights
+
+
+def test_no_section_without_such_rows() -> None:
+    catalog = Catalog(MEASUREMENTS)
+    plain = [[r for r in catalog.every_result(folder) if not (r.row.quantization or r.row.optimizer != "adamw")]
+             for folder in layout.environments(catalog.root)]
+    assert low_bit_section(plain) is None
