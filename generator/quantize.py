@@ -13,6 +13,7 @@ bitsandbytes then logs a note about optional CPU kernels from the hub on every i
 user's business: importing this module (which the CLI's measuring commands and the worker server do before
 peft) keeps bitsandbytes' log at errors."""
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,7 @@ logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
 NF4_BLOCKSIZE = 64
 SKIPPED_MODULES = ("lm_head",)  # the output head stays in the model's dtype (transformers' get_keys_to_not_convert)
 LEARNING_RATE = 1e-4
+DEFERRED_BOUND = 0.02 * 3**0.5  # a deferred weight's uniform draw: the usual initializer range's standard deviation
 
 
 def import_bitsandbytes() -> Any:
@@ -36,6 +38,7 @@ def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any, Any]]:
     """(parent, name, layer, its weight as out × in) for every linear layer but the skipped ones: torch's
     Linear, and GPT-2's Conv1D, whose weight is stored in × out (transformers' integration converts both)."""
     import torch
+    from transformers.pytorch_utils import Conv1D
 
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
@@ -43,8 +46,45 @@ def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any, Any]]:
                 continue
             if type(child) is torch.nn.Linear:
                 yield parent, name, child, child.weight.detach()
-            elif type(child).__name__ == "Conv1D":  # transformers.pytorch_utils.Conv1D
+            elif isinstance(child, Conv1D):
                 yield parent, name, child, child.weight.detach().t()
+
+
+@contextlib.contextmanager
+def linear_weights_deferred() -> Iterator[None]:
+    """While a model is built from its config, leave its linear layers' weights on the meta device (no
+    memory), so that a 4-bit row never holds the whole model in full precision: transformers quantizes a
+    checkpoint's linear layers as it loads them, and quantize_nf4 makes each layer's weight just before it
+    quantizes it. GPT-2's Conv1D takes no device: its weight is moved to meta as soon as it is made."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    linear_init, conv_init = torch.nn.Linear.__init__, Conv1D.__init__
+
+    def deferred_linear(self: Any, *args: Any, **kwargs: Any) -> None:
+        linear_init(self, *args, **{**kwargs, "device": "meta"})
+
+    def deferred_conv(self: Any, *args: Any, **kwargs: Any) -> None:
+        conv_init(self, *args, **kwargs)
+        self.weight = torch.nn.Parameter(self.weight.detach().to("meta"))
+        self.bias = torch.nn.Parameter(self.bias.detach().to("meta"))
+
+    torch.nn.Linear.__init__, Conv1D.__init__ = deferred_linear, deferred_conv  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Linear.__init__, Conv1D.__init__ = linear_init, conv_init  # type: ignore[method-assign]
+
+
+def _made(tensor: Any) -> Any:
+    """A tensor left on the meta device by linear_weights_deferred, made now (random, as the worker fills
+    weights: values do not change memory); any other tensor as it is."""
+    import torch
+
+    if not tensor.is_meta:
+        return tensor
+    made = torch.empty(tensor.shape, dtype=tensor.dtype)
+    return made.uniform_(-DEFERRED_BOUND, DEFERRED_BOUND) if tensor.dim() >= 2 else made.zero_()
 
 
 def quantize_nf4(model: Any) -> Any:
@@ -54,7 +94,9 @@ def quantize_nf4(model: Any) -> Any:
     import torch
 
     bnb = import_bitsandbytes()
+    _make_skipped(model)
     for parent, name, layer, weight in _linear_layers(model):
+        weight = _made(weight)
         packed, state = bnb.functional.quantize_4bit(weight.contiguous(), blocksize=NF4_BLOCKSIZE,
                                                      compress_statistics=True, quant_type="nf4")
         out_features, in_features = weight.shape
@@ -65,13 +107,25 @@ def quantize_nf4(model: Any) -> Any:
                                              module=quantized, bnb_quantized=True)
         quantized.quant_state = state
         if layer.bias is not None:
-            quantized.bias = layer.bias
+            quantized.bias = torch.nn.Parameter(_made(layer.bias.detach()), requires_grad=layer.bias.requires_grad)
         setattr(parent, name, quantized)
         del layer, weight
+    if any(p.is_meta for p in model.parameters()):
+        raise ValueError(f"a weight of {type(model).__name__} was deferred and never made")
     if not any(isinstance(m, bnb.nn.Linear4bit) for m in model.modules()):
         raise ValueError(f"no linear layer to quantize in {type(model).__name__}: a 4-bit row needs one")
     model.is_loaded_in_4bit = True  # what peft reads to wrap Linear4bit layers in its 4-bit LoRA layers
     return model
+
+
+def _make_skipped(model: Any) -> None:
+    """The output head, which stays in the model's dtype: made where it was deferred and not tied."""
+    import torch
+
+    for module in model.modules():
+        for name, child in module.named_children():
+            if name in SKIPPED_MODULES and getattr(child, "weight", None) is not None and child.weight.is_meta:
+                child.weight = torch.nn.Parameter(_made(child.weight.detach()))
 
 
 def quantization_tensors(model: Any) -> list[Any]:

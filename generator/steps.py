@@ -102,8 +102,8 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
     if row.mode != "train":
         model.eval()
     else:
-        if row.quantization == "nf4":
-            model = quantize_nf4(model)
+        if row.quantization == "nf4":  # quantized where it was built (on the CPU), then moved
+            model = quantize_nf4(model).to(device)
         if row.gradient_checkpointing:
             enable_checkpointing(model)
         if row.lora_rank:

@@ -12,6 +12,7 @@ from generator.predict.simulate import simulate
 from generator.quantize import import_bitsandbytes
 
 torch = pytest.importorskip("torch")
+pytest.importorskip("bitsandbytes")  # installed with the measure extra; a checkout without it skips, not errors
 bnb = import_bitsandbytes()
 ops = torch.ops.bitsandbytes
 

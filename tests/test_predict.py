@@ -94,11 +94,13 @@ def test_every_shipped_config_predicts(model: str) -> None:
 
 def _real_tensor_peaks(row_id: str, model_path: Path = TINY_MODEL) -> tuple[int, dict[str, int]]:
     """The same steps on real tensors, followed by the simulation's own storage tracker: what the real run's
-    operators allocated, without the process and allocator around them."""
+    operators allocated, without the process and allocator around them (bitsandbytes' CPU optimizer updates
+    called as their kernels, as the simulation calls them, so that their temporaries are operators too)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from generator.model_source import dtype_argument, load_config
+    from generator.predict.fake_friendly import bitsandbytes_cpu_updates
     from generator.predict.simulate import StorageTracker, _watch
     from generator.steps import prepare, run_steps
 
@@ -108,7 +110,7 @@ def _real_tensor_peaks(row_id: str, model_path: Path = TINY_MODEL) -> tuple[int,
     model.tie_weights()
     prepared = prepare(model, row, lora_targets=source.lora_targets)
     tracker = StorageTracker()
-    with tracker.mode():
+    with bitsandbytes_cpu_updates(row), tracker.mode():
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()

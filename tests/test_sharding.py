@@ -86,6 +86,8 @@ def test_each_stage_shares_only_what_it_shards(sharding: str, sharded: tuple[str
     (["--gpus", "8", "--sharding", "zero3"], "add --target gpu"),
     (["--gpus", "4096", "--target", "gpu"], "at most 1024"),
     (["--gpus", "8", "--sharding", "zero9", "--target", "gpu"], "invalid choice"),
+    (["--gpus", "8", "--target", "gpu", "--confirm"], "--confirm measures two real steps on this machine"),
+    (["--record", "--gpus", "8"], "it takes no --gpus"),
 ])
 def test_fit_refuses_sharding_it_cannot_answer_in_one_line(tmp_path, args: list[str], expected: str) -> None:
     from conftest import run_cli
@@ -148,3 +150,35 @@ def test_the_pages_sharded_answers_follow_the_gpu_rule() -> None:
     assert first.answer == "batch 3 (72.0 GiB)" and first.global_batch == "24 sequences"
     assert first.stage.startswith("ZeRO-3") and second.stage.startswith("ZeRO-1")
     assert second.answer.startswith("does not fit") and second.global_batch == "–"
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("sharding", "zero3", "simulated only"), ("gpus", 8, "simulated only"),
+    ("optimizer", "sgd", "optimizer 'sgd' is not one of"), ("quantization", "int3", "quantization 'int3'"),
+])
+def test_a_result_file_with_coordinates_no_machine_measured_is_refused(key: str, value: object, reason: str) -> None:
+    """A measured row runs on one machine with a known optimizer and base: anything else in a file is damage,
+    refused with the file's name, never a traceback from deeper down."""
+    import tomllib
+
+    import tomli_w
+
+    from generator.store.codec import parse
+    from generator.store.records import ResultsError
+
+    path = next((TINY_MODEL.parent.parent / "measurements").glob("*03cace/SmolLM2-135M-Instruct/train-b8-s256.toml"))
+    document = tomllib.loads(path.read_text(encoding="utf-8"))
+    document["row"][key] = value
+    with pytest.raises(ResultsError, match=reason):
+        parse(tomli_w.dumps(document), path)
+
+
+def test_fit_leaves_out_the_setups_whose_library_is_missing_and_says_so(monkeypatch, capsys) -> None:
+    import generator.cli.sharding as checks
+    from generator.answers.setups import KINDS
+
+    monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "bitsandbytes" else object())
+    kinds = checks.kinds_here()
+    assert "QLoRA" not in kinds and "mixed precision, 8-bit AdamW" not in kinds and len(kinds) == len(KINDS) - 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all("bitsandbytes is not installed" in line for line in lines)

@@ -18,6 +18,7 @@ class Setup:
     row: str  # the row that answers it, with {b} the batch and {s} the length
     recipe: str  # precision and recipe, as the CLI and the fit page's legend state it
     first_screen: bool = False  # one of the measured model's answers on the article's first screen
+    library: str = ""  # a library the set-up needs beyond torch, transformers and peft
 
 
 SETUPS = (  # the set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU
@@ -31,10 +32,10 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
           "adapters", first_screen=True),
     Setup("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8",
           "a 4-bit NF4 base (bitsandbytes, double-quantized scales, bf16 compute; embeddings and head in bf16), "
-          "rank-8 adapters on peft's default targets, AdamW on the adapters"),
+          "rank-8 adapters on peft's default targets, AdamW on the adapters", library="bitsandbytes"),
     Setup("mixed precision, 8-bit AdamW", "train-b{b}-s{s}-amp-adam8",
           "fp32 weights and gradients, bitsandbytes' AdamW8bit (a byte a moment plus fp32 scales per 256), "
-          "bf16 autocast"),
+          "bf16 autocast", library="bitsandbytes"),
     Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
     Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
           first_screen=True),

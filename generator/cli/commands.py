@@ -7,7 +7,7 @@ from collections.abc import Callable
 from importlib.util import find_spec
 
 from generator.cli.parser import UsageError
-from generator.cli.sharding import refuse_sharded, sharding_asked
+from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows, under_allocators
 
@@ -239,6 +239,9 @@ def run_fit(args: argparse.Namespace) -> int:
     environment = collect_environment()
     model = _process_model(args.measurements, args.allocator)
     workers = args.jobs or default_workers()
+    if args.record and (args.gpus != 1 or args.sharding):
+        raise UsageError("--record simulates the site's curves (the 70B's sharded ones among them); it takes no "
+                         "--gpus or --sharding")
     if args.record:
         path = save_fit(site_curves(environment, workers=workers), args.measurements / environment.id)
         print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
@@ -249,6 +252,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.margin is not None and args.margin >= 1:
         raise UsageError(f"--margin {args.margin:.0%} keeps the whole budget free: give less than 100%")
     sharding = sharding_asked(args.gpus, args.sharding, args.target)
+    if sharding is not None and args.confirm:
+        raise UsageError("--confirm measures two real steps on this machine, which cannot run one card of several")
     source = _model(args, parse_rows([f"infer-b1-s{args.seq}"], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
         from generator.predict.fit import validated_margin
@@ -256,9 +261,9 @@ def run_fit(args: argparse.Namespace) -> int:
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
     answers = fit(Predictor(source, model, target=args.target, sharding=sharding), args.seq, args.budget,
-                  args.margin, workers=workers)
+                  args.margin, kinds=kinds_here(), workers=workers)
     render = render_json if args.format == "json" else render_text
-    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target))
+    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target, sharding))
     if args.confirm:
         sys.stdout.write(confirm(answers, source, args.measurements, args.budget))
     return EXIT_FAILED_ROWS if any(answer.error for answer in answers) else 0

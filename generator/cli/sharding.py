@@ -1,6 +1,11 @@
-"""The GPUs a command is asked to share a row between: fit answers one card of several, by simulation;
-measure and probe, which run on one machine, refuse a sharded row."""
+"""What fit can answer here, beyond the budget: the GPUs a row is shared between (fit answers one card of
+several, by simulation; measure and probe, which run on one machine, refuse a sharded row), and the set-ups
+whose libraries are installed."""
 
+import sys
+from importlib.util import find_spec
+
+from generator.answers.setups import SETUPS
 from generator.cli.parser import UsageError
 from generator.matrix import MAX_GPUS, RowSpec
 
@@ -24,3 +29,12 @@ def sharding_asked(gpus: int, sharding: str | None, target: str) -> tuple[str, i
     if gpus > MAX_GPUS:
         raise UsageError(f"--gpus {gpus}: at most {MAX_GPUS}")
     return sharding or "fsdp", gpus
+
+
+def kinds_here() -> tuple[str, ...]:
+    """The set-ups fit can simulate here: those whose library is installed; each other one named on stderr."""
+    missing = [setup for setup in SETUPS if setup.library and find_spec(setup.library) is None]
+    for setup in missing:
+        print(f"{setup.name}: not simulated, {setup.library} is not installed (pip install {setup.library})",
+              file=sys.stderr)
+    return tuple(setup.name for setup in SETUPS if setup not in missing)

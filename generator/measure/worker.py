@@ -10,6 +10,7 @@ the child dies) and hands its figures back in RESULT.json. Its stdout and stderr
 parsed from them.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -112,8 +113,8 @@ def run(worker: Worker) -> None:
 
     from generator.matrix import RowSpec
     from generator.measure.allocator import check_in_effect
-    from generator.model_source import ModelSource, build_model, import_model_code
-    from generator.quantize import parameter_count
+    from generator.model_source import RANDOM_INIT, ModelSource, build_model, import_model_code
+    from generator.quantize import linear_weights_deferred, parameter_count
     from generator.steps import prepare, run_steps
 
     row = RowSpec(**worker.job["row"])
@@ -126,7 +127,10 @@ def run(worker: Worker) -> None:
     worker.enter("load")
     started = time.perf_counter()
     torch.manual_seed(0)
-    model = build_model(source, getattr(torch, row.dtype)).to(worker.job["device"])
+    deferred = row.quantization and source.kind == RANDOM_INIT  # a 4-bit base is quantized as it is made
+    with linear_weights_deferred() if deferred else contextlib.nullcontext():
+        model = build_model(source, getattr(torch, row.dtype))
+    model = model if row.quantization else model.to(worker.job["device"])  # prepare() moves a 4-bit base
     prepared = prepare(model, row, worker.job["device"], tuple(source.lora_targets))
     worker.figures["load_seconds"] = time.perf_counter() - started
     worker.figures["parameters"] = sum(parameter_count(p) for p in prepared.model.parameters())

@@ -17,12 +17,19 @@ from generator.store.records import Summary
 from generator.units import format_mib, format_mib_above, format_size
 
 
+def cards_text(sharding: tuple[str, int] | None) -> str:
+    """', each training set-up one card of 8 under zero3 (its batch is that card's)', or nothing."""
+    if sharding is None:
+        return ""
+    return f", each training set-up one card of {sharding[1]} under {sharding[0]} (its batch is that card's)"
+
+
 def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
-                target: str = "cpu") -> str:
+                target: str = "cpu", sharding: tuple[str, int] | None = None) -> str:
     """'full training: batch 12 (5.9 GiB; batch 13 needs 6.4 GiB)' per kind."""
     parameters = next((a.parameters for a in answers if a.parameters), 0)
     lines = [f"{model} ({parameters:,} parameters) in {format_size(budget)}, {margin:.0%} kept free: "
-             f"{format_size(answers[0].usable_bytes)} usable"]
+             f"{format_size(answers[0].usable_bytes)} usable{cards_text(sharding)}"]
     for answer in answers:
         kind = f"{answer.kind} ({RECIPES.get(answer.kind, answer.row)})"
         if answer.error:
@@ -41,10 +48,11 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
 
 
 def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
-                target: str = "cpu") -> str:
+                target: str = "cpu", sharding: tuple[str, int] | None = None) -> str:
     """One object per kind."""
     return json.dumps([{**asdict(answer), "model": model, "budget_bytes": budget, "margin": margin,
                         "setup": RECIPES.get(answer.kind, ""), "target": target,
+                        "sharding": sharding[0] if sharding else "", "gpus": sharding[1] if sharding else 1,
                         "overhead": overhead_text(process, target)}
                        for answer in answers],
                       indent=2, sort_keys=True) + "\n"

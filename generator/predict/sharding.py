@@ -34,7 +34,8 @@ class CardTrace:
     events: list[tuple[object, int, bool]] = field(default_factory=list)
 
 
-def _share(size: int, kind: str, row: RowSpec) -> int:
+def share(size: int, kind: str, row: RowSpec) -> int:
+    """A card's bytes of a storage of this kind: ceil(size / cards) where the row shards the kind."""
     return -(-size // row.gpus) if kind in row.sharded_kinds else size
 
 
@@ -53,11 +54,11 @@ def per_card(tracker: Any, row: RowSpec, gathered: int = 0) -> CardTrace:
             next_mark += 1
         if made:
             kind = tracker.event_kinds[index]
-            live[key] = (_share(size, kind, row), kind)
-        share, kind = live[key] if made else live.pop(key)
-        totals[kind] += share if made else -share
-        total += share if made else -share
-        card.events.append((key, share, made))
+            live[key] = (share(size, kind, row), kind)
+        held, kind = live[key] if made else live.pop(key)
+        totals[kind] += held if made else -held
+        total += held if made else -held
+        card.events.append((key, held, made))
         phase_max = max(phase_max, total)
         if total > card.peak:
             card.peak, card.phase, card.split = total, phase, dict(totals)
@@ -72,13 +73,27 @@ def gathered_bytes(model: Any, row: RowSpec) -> int:
     and the root that holds the rest); nothing where the weights are not sharded."""
     if "weights" not in row.sharded_kinds:
         return 0
-    import torch
 
     def size(parameters: Any) -> int:
         return sum(p.untyped_storage().nbytes() for p in {id(p): p for p in parameters}.values())
 
-    layers = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len, default=None)
-    units = [size(layer.parameters()) for layer in layers] if layers is not None else []
-    inside = {id(p) for layer in (layers or []) for p in layer.parameters()}
+    layers = _wrapped_units(model)
+    units = [size(layer.parameters()) for layer in layers]
+    inside = {id(p) for layer in layers for p in layer.parameters()}
     units.append(size(p for p in model.parameters() if id(p) not in inside))
     return sum(sorted(units)[-2:])
+
+
+def _wrapped_units(model: Any) -> list[Any]:
+    """The decoder layers, as FSDP's auto-wrap policy finds them: the modules of the classes transformers names
+    in the model's _no_split_modules (else those of the longest ModuleList), outermost only."""
+    import torch
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or ())
+    found = [m for m in model.modules() if type(m).__name__ in names]
+    if not found:
+        lists: list[list[Any]] = [list(m) for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+        found = max(lists, key=len) if lists else []
+    inner = {id(sub) for m in found for sub in m.modules() if sub is not m}
+    return [m for m in found if id(m) not in inner]

@@ -17,13 +17,14 @@ from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict.cuda_allocator import replay
 from generator.predict.fake_friendly import (
+    bitsandbytes_cpu_updates,
     bitsandbytes_fake_friendly,
     experts_fake_friendly,
     modules_stay_put,
     sequences_unpacked,
 )
 from generator.predict.sharding import METHOD as SHARDING_METHOD
-from generator.predict.sharding import gathered_bytes, per_card
+from generator.predict.sharding import gathered_bytes, per_card, share
 from generator.quantize import import_bitsandbytes, parameter_count, quantization_tensors
 from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
@@ -157,8 +158,8 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
                              f"({one_line_error(error)})") from None
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
-    with (fake, tracker.mode(), experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(),
-          bitsandbytes_fake_friendly(row, fake)):
+    with (fake, bitsandbytes_cpu_updates(row), tracker.mode(), experts_fake_friendly(row.dtype) as rerouted,
+          sequences_unpacked(), bitsandbytes_fake_friendly(row, fake)):
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()
@@ -184,8 +185,9 @@ def _prediction(tracker: StorageTracker, prepared: Prepared, row: RowSpec, metho
         parameters=sum(parameter_count(p) for p in parameters),
         trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
         lora_targets=" ".join(prepared.lora_targets), method=method, seconds=seconds,
-        quantization_bytes=sum({id(t.untyped_storage()): t.untyped_storage().nbytes()
-                                for t in quantization_tensors(prepared.model)}.values()))
+        quantization_bytes=sum(share(size, "weights", row) for size in {
+            id(t.untyped_storage()): t.untyped_storage().nbytes() for t in quantization_tensors(prepared.model)
+        }.values()))
 
 
 def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:

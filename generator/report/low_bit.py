@@ -4,6 +4,7 @@ without it on the same machine, with its step time and its prediction judged out
 The rows may come from another environment than the article's (bitsandbytes rows need a CPU with native
 bf16); the section names the machine, and compares only rows measured on it."""
 
+import statistics
 from dataclasses import dataclass, replace
 
 from generator.matrix import DEFAULT_OPTIMIZER, RowSpec
@@ -11,6 +12,8 @@ from generator.report.views import Figure, figure
 from generator.store.accuracy import WITHIN, judged_rows
 from generator.store.records import RowResult
 from generator.units import format_mib, signed_percent
+
+FOUR_BIT, EIGHT_BIT = "4-bit NF4 base", "8-bit AdamW"  # the two changes, as the table names them
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class LowBitRow:
     against_net: Figure
     saving: str  # '−27 %' of the row without it, net of imports
     saved: bool  # whether the change saved memory
-    step_seconds: str  # the two steps' median time, and the row without it
+    step_seconds: str  # the two steps' median time and range over the repeats, and the row without it's
     against_step_seconds: str
     allocator: str
     weights: str  # simulated: '62 MiB (9 MiB of them quantization constants)', or '–' where not simulated
@@ -39,6 +42,7 @@ class LowBitSection:
     """Where and how the rows were measured, and the rows."""
 
     environment: str
+    elsewhere: bool  # measured in another environment than the article's
     cpu: str
     allocator: str
     rows: tuple[LowBitRow, ...]
@@ -46,12 +50,23 @@ class LowBitSection:
     within: int  # rows predicted within accuracy.WITHIN
     within_text: str  # that share: '5 %'
     judged: int
+    costlier_8bit: tuple[str, ...] = ()  # the 8-bit AdamW rows that held more than AdamW, by row id
 
 
 def _without(row: RowSpec) -> tuple[str, RowSpec]:
     if row.quantization:
-        return "4-bit NF4 base", replace(row, quantization="")
-    return "8-bit AdamW", replace(row, optimizer=DEFAULT_OPTIMIZER)
+        return FOUR_BIT, replace(row, quantization="")
+    return EIGHT_BIT, replace(row, optimizer=DEFAULT_OPTIMIZER)
+
+
+def steps_text(result: RowResult) -> str:
+    """The two steps' time: the median over the repeats, with the fastest and slowest in brackets (a machine
+    shared with other work shows up as a wide bracket)."""
+    times = sorted(sum(r.step_seconds) for r in result.repeats if r.status == "ok" and r.step_seconds)
+    if not times:
+        return "–"
+    median = statistics.median(times)
+    return f"{median:.1f} s" + (f" ({times[0]:.1f}–{times[-1]:.1f})" if len(times) > 1 else "")
 
 
 def _weights(result: RowResult) -> str:
@@ -81,17 +96,17 @@ def _rows(results: list[RowResult]) -> list[LowBitRow]:
         out.append(LowBitRow(
             model=model, row=row.id, change=change, against=plain.id, net=figure(net), against_net=figure(against),
             saving=signed_percent(net / against - 1, 0), saved=net < against,
-            step_seconds=f"{result.summary.steps_seconds:.1f} s",
-            against_step_seconds=f"{other.summary.steps_seconds:.1f} s",
+            step_seconds=steps_text(result), against_step_seconds=steps_text(other),
             allocator=row.allocator, weights=_weights(result), predicted=figure(predicted) if predicted else None,
             error_share=predicted / net - 1 if predicted else None,
             error=signed_percent(predicted / net - 1) if predicted else "–"))
     return out
 
 
-def low_bit_section(environments: list[list[RowResult]]) -> LowBitSection | None:
+def low_bit_section(environments: list[list[RowResult]], article: str = "") -> LowBitSection | None:
     """The section from the environment with the most such rows, each with its row without the change; None
-    where no environment has one."""
+    where no environment has one. ``article`` is the article's environment, which the section says it is or
+    is not."""
     found = [(len(rows), results) for results in environments if (rows := _rows(results))]
     if not found:
         return None
@@ -100,8 +115,10 @@ def low_bit_section(environments: list[list[RowResult]]) -> LowBitSection | None
     errors = [r.error_share for r in rows if r.error_share is not None]
     environment = results[0].environment
     return LowBitSection(
-        environment=environment.id, cpu=f"{environment.cpu} ({environment.cpu_features})",
+        environment=environment.id, elsewhere=environment.id != article,
+        cpu=environment.cpu + (f" ({environment.cpu_features})" if environment.cpu_features else ""),
         allocator=", ".join(sorted({r.allocator for r in rows})), rows=tuple(rows),
         worst_error=signed_percent(max(errors, key=abs)) if errors else "–",
         within=sum(abs(e) <= WITHIN for e in errors), within_text=f"{WITHIN:.0%}".replace("%", " %"),
-        judged=len(errors))
+        judged=len(errors), costlier_8bit=tuple(f"{r.model} {r.row}" for r in rows
+                                                 if r.change == EIGHT_BIT and not r.saved))

@@ -79,7 +79,7 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
         OtherModel(name=other.model, folder=other.folder.name, rows=len(other.results))
         for other in catalog.select_all(environment_folder) if other.folder != selection.folder),
         low_bit=None if single_folder else low_bit_section(
-            [catalog.every_result(folder) for folder in layout.environments(catalog.root)]))
+            [catalog.every_result(folder) for folder in layout.environments(catalog.root)], environment.id))
     history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
     fit_page = None if single_folder else build_fit_page(

@@ -12,7 +12,17 @@ from typing import TypeVar
 
 import tomli_w
 
-from generator.matrix import ALLOCATORS, DTYPES, MODES, RowError, RowSpec, check_row
+from generator.matrix import (
+    ALLOCATORS,
+    DEFAULT_OPTIMIZER,
+    DTYPES,
+    MODES,
+    OPTIMIZERS,
+    QUANTIZATIONS,
+    RowError,
+    RowSpec,
+    check_row,
+)
 from generator.store import plausible
 from generator.store.environment import Environment
 from generator.store.files import parse_toml, read_text, write_atomic
@@ -48,15 +58,25 @@ def to_toml(result: RowResult) -> str:
         "method_hash": result.method_hash,
         "tool_version": result.tool_version,
         "measured_at": result.measured_at,
-        "row": {**asdict(result.row), "id": result.row.id},
+        "row": {**_without_defaults(asdict(result.row), LATER_ROW_KEYS), "id": result.row.id},
         "model": asdict(result.model),
         "environment": result.environment.as_dict(),
         "result": asdict(result.summary),
         "repeats": [asdict(repeat) for repeat in result.repeats],
     }
     if result.prediction is not None:
-        document["prediction"] = asdict(result.prediction)
+        document["prediction"] = _without_defaults(asdict(result.prediction), LATER_PREDICTION_KEYS)
     return tomli_w.dumps(_sorted(document))
+
+
+# Coordinates and figures added after files were first written, left out where they hold their default, so
+# that a row without them writes the file it wrote before they existed (and reads back the same).
+LATER_ROW_KEYS = {"quantization": "", "optimizer": DEFAULT_OPTIMIZER, "sharding": "", "gpus": 1}
+LATER_PREDICTION_KEYS = {"quantization_bytes": 0}
+
+
+def _without_defaults(table: dict, defaults: dict) -> dict:
+    return {key: value for key, value in table.items() if key not in defaults or value != defaults[key]}
 
 
 def save(result: RowResult, folder: Path) -> Path:
@@ -163,6 +183,14 @@ def _check_row(row: RowSpec, path: Path) -> RowSpec:
         raise ResultsError(f"{path}: [row] dtype {row.dtype!r} is not one of {', '.join(DTYPES.values())}")
     if row.allocator not in ALLOCATORS:
         raise ResultsError(f"{path}: [row] allocator {row.allocator!r} is not one of {', '.join(ALLOCATORS)}")
+    known = {"optimizer": OPTIMIZERS.values(), "quantization": ("", *QUANTIZATIONS.values())}
+    for key, values in known.items():
+        if getattr(row, key) not in values:
+            raise ResultsError(f"{path}: [row] {key} {getattr(row, key)!r} is not one of "
+                               f"{', '.join(repr(v) for v in values)}")
+    if row.sharding or row.gpus != 1:  # one machine measured it: a per-card row is simulated, never measured
+        raise ResultsError(f"{path}: [row] a measured row runs on one machine; sharding {row.sharding!r} on "
+                           f"{row.gpus} GPUs is simulated only")
     if row.mode != "baseline":
         try:
             check_row(row)
