@@ -3,6 +3,7 @@ page and section the committed environment's has (issue: the main job refreshes 
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,15 @@ def _section_names(markdown: str) -> list[str]:
     return [heading for heading in headings(markdown) if not heading.startswith("# ")]
 
 
-@pytest.fixture
-def main_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """measure + refresh, as `nox -s measure` runs them, under an environment id no committed folder has."""
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """measure + refresh, as `nox -s measure` runs them, under an environment id no committed folder has; once
+    for the module (the two tests only read what it wrote, and a second refresh writes nothing)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _measure_and_refresh(tmp_path_factory.mktemp("main-job"), monkeypatch)
+
+
+def _measure_and_refresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from generator.matrix import default_matrix
     from generator.measure import environment
     from generator.measure.matrix_run import MeasureRequest, measure_rows
@@ -36,6 +43,8 @@ def main_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(curves, "SHIPPED_MODELS", {"tiny-llama": "tiny"})
     monkeypatch.setattr(curves, "resolve_model", lambda name: resolve_model(str(TINY_MODEL)))
     monkeypatch.setattr(curves, "SITE_SEQ_LEN", 64)
+    # two of the sharded set-ups stand for all of them: each curve is a dozen simulations
+    monkeypatch.setattr(curves, "SHARDED_SETUPS", curves.SHARDED_SETUPS[:1] + curves.SHARDED_SETUPS[-1:])
     monkeypatch.setattr(curves, "EXAMPLE_ROWS", (("run it", "infer-b1-s64-bf16"),
                                                  ("train all of it", "train-b2-s64-bf16")))
     source = resolve_model(str(TINY_MODEL))

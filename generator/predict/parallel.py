@@ -8,6 +8,7 @@ one task, everything runs here, in order, exactly as before."""
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,9 +19,16 @@ def default_workers() -> int:
 
 
 def _quiet_worker() -> None:
-    """A worker leaves Ctrl-C to the parent, which stops it, and a stop ends it without a word on stderr."""
+    """A worker leaves Ctrl-C to the parent, which stops it, and a stop ends it without a word on stderr.
+
+    A forked worker also runs torch on one thread: GNU OpenMP's thread pool does not survive fork(), so a
+    parent that ever ran a parallel op leaves its forked child hanging on the first op large enough to split
+    (the real-tensor mask check of a large batch). A simulation is single-threaded Python anyway."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def starmap(function: Callable[..., Any], tasks: Sequence[tuple], workers: int) -> list[Any]:
