@@ -10,6 +10,7 @@ from generator.report.low_bit import low_bit_section
 from generator.store import layout
 from generator.store.accuracy import WITHIN
 from generator.store.catalog import Catalog
+from generator.units import format_mib
 
 MEASUREMENTS = TESTS.parent / "measurements"
 
@@ -50,8 +51,9 @@ def test_the_predictions_are_judged_out_of_sample_and_counted_from_the_rows() ->
         if row.predicted is not None:
             measured = results[(row.model, row.row)].summary.net_peak_bytes
             assert row.error_share == row.predicted.n_bytes / measured - 1
-        if results[(row.model, row.row)].row.quantization:
-            assert "quantization constants" in row.weights
+        found = results[(row.model, row.row)].prediction
+        if results[(row.model, row.row)].row.quantization and found is not None:
+            assert row.weights.endswith(f"({format_mib(found.quantization_bytes)})") and found.quantization_bytes
 
 
 def test_no_section_without_such_rows() -> None:
@@ -59,3 +61,18 @@ def test_no_section_without_such_rows() -> None:
     plain = [[r for r in catalog.every_result(folder) if not (r.row.quantization or r.row.optimizer != "adamw")]
              for folder in layout.environments(catalog.root)]
     assert low_bit_section(plain) is None
+
+
+def test_a_few_rows_measured_later_elsewhere_do_not_take_the_article_from_a_full_matrix() -> None:
+    """The bitsandbytes rows' environment is the newest with these library versions, but holds no default matrix;
+    the article stays on the newest environment that holds one (a new machine's full run takes it: test_main_job)."""
+    from generator.report.site import choose
+    from generator.store.catalog import holds_default_matrix
+
+    catalog = Catalog(MEASUREMENTS)
+    section, _ = _section_and_results()
+    article = choose(catalog, None, None)
+    low_bit = catalog.select(MEASUREMENTS / section.environment, article.model)
+    assert max(r.measured_at for r in low_bit.results) > max(r.measured_at for r in article.results)
+    assert not holds_default_matrix(low_bit) and holds_default_matrix(article)
+    assert article.environment != section.environment

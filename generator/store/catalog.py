@@ -10,6 +10,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from generator.matrix import default_matrix
 from generator.model_source import DEFAULT_MODEL
 from generator.store import codec, layout
 from generator.store.comparability import LIBRARY_KEYS
@@ -167,9 +168,14 @@ def library_versions(environment: Environment) -> tuple[Version, ...]:
     return tuple(parse(getattr(environment, key)) for key in LIBRARY_KEYS)
 
 
+def holds_default_matrix(selection: Selection) -> bool:
+    """Whether every row of the default matrix was measured for this model here (finished or failed)."""
+    return {row.id for row in default_matrix()} <= {result.row.id for result in selection.results}
+
+
 def newest(selections: list[Selection]) -> Selection:
-    """The selection with the newest library versions, then the most rows (a few rows measured on another
-    machine, say bitsandbytes' set-ups where it runs, never take the article from a full matrix), then the
-    newest measurement."""
-    return max(selections, key=lambda s: (library_versions(s.results[0].environment), len(s.results),
+    """The selection with the newest library versions, then one that holds the whole default matrix (a few rows
+    measured on another machine, say bitsandbytes' set-ups where it runs, never take the article from a full
+    matrix), then the newest measurement."""
+    return max(selections, key=lambda s: (library_versions(s.results[0].environment), holds_default_matrix(s),
                                           max(r.measured_at for r in s.results)))
