@@ -149,10 +149,11 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     points = [{"release": label, "row": row, "change %": change * 100, "low": -threshold * 100,
                "high": threshold * 100} for label, row, change, threshold in context.changes]
     rows = list(dict.fromkeys(str(point["row"]) for point in points))
-    band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, height=10).encode(
-        y=alt.Y("row:N", sort=rows, title=None), x="low:Q", x2="high:Q")
+    # row labels cut at 150 px: with the longest, the chart's 14 px type still scales to 12 px or more on a phone
+    y = alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=150))
+    band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, height=10).encode(y=y, x="low:Q", x2="high:Q")
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True, opacity=1).encode(
-        y=alt.Y("row:N", sort=rows, title=None),
+        y=y,
         x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=230)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])

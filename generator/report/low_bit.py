@@ -31,7 +31,7 @@ class LowBitRow:
     step_seconds: str  # the two steps' median time and range over the repeats, and the row without it's
     against_step_seconds: str
     allocator: str
-    weights: str  # simulated: '62 MiB (9 MiB of them quantization constants)', or '–' where not simulated
+    weights: str  # simulated: '62 MiB (9 MiB)', the share in brackets quantization constants; '–' if not simulated
     predicted: Figure | None  # out of sample: the process model fitted on the other models' rows
     error_share: float | None  # its error against the measured median
     error: str
@@ -73,7 +73,7 @@ def _weights(result: RowResult) -> str:
     found = result.prediction
     if found is None:
         return "–"
-    constants = f" ({format_mib(found.quantization_bytes)} of them quantization constants)" \
+    constants = f" ({format_mib(found.quantization_bytes)})" \
         if found.quantization_bytes else ""
     return format_mib(found.weights_bytes) + constants
 
