@@ -92,7 +92,7 @@ def per_token_cost(tokens: Sequence[int], net_peaks: Sequence[int]) -> Line | No
 
 @dataclass(frozen=True)
 class ProcessModel:
-    """Process peak (net of imports) = tensor peak × (1 + proportional) + fixed, fitted on measured rows.
+    """Net peak (the process peak less its imports) = tensor peak × (1 + proportional) + fixed, fitted on measured rows.
 
     On Linux the gap is mostly glibc keeping freed activation memory, so it grows with the tensor peak; the
     fixed part is the runtime (kernels' workspaces, Python objects of the model)."""
@@ -103,14 +103,14 @@ class ProcessModel:
     source: str  # where: the environment(s) and model(s)
 
     def expected(self, tensor_peak: int) -> int:
-        """The process peak this machine is expected to show for a tensor peak."""
+        """The net peak this machine is expected to show for a tensor peak."""
         return round(tensor_peak * (1 + self.proportional) + self.fixed)
 
     def describe(self) -> str:
         """The model in words."""
         if not self.rows or self.source.startswith("no overhead"):
-            return "process peak = tensor peak: no measured rows with predictions to model the overhead on"
-        return (f"process peak = tensor peak × {1 + self.proportional:.3f} {self.fixed / 2**20:+,.0f} MiB, "
+            return "net peak = tensor peak: no measured rows with predictions to model the overhead on"
+        return (f"net peak = tensor peak × {1 + self.proportional:.3f} {self.fixed / 2**20:+,.0f} MiB, "
                 f"fitted on {self.source}")
 
 

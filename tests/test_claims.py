@@ -246,6 +246,43 @@ def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_di
         assert ("so read the shift as the machines', not the release's" in page) is not moved
 
 
+def test_a_shift_is_weighed_by_both_sides_own_simulations_before_the_history() -> None:
+    """As above, but each side carries its own prediction (one simulator's): those decide, and the history, which
+    says the opposite here, is not consulted. Tensors of 5,000,000 bytes on both sides make the shift the
+    machines'; 5,000,000 before and 5,050,000 after (+1.0 %) leave it open."""
+    from pathlib import Path
+
+    from test_mutation_figures import ENV
+
+    from generator.report.history import HistoryContext
+    from generator.report.render import render_page
+    from generator.report.versions import build_versions
+    from generator.store.catalog import Selection
+
+    ids = ("train-b1-s256", "train-b2-s256", "train-b8-s256")
+
+    def side(environment, net: int, tensors: int) -> Selection:
+        rows = tuple(replace(_row(row_id, net, prediction=tensors), environment=environment) for row_id in ids)
+        return Selection(environment=environment.id, model="tiny", folder=Path(environment.id), results=rows)
+
+    other_machine = replace(ENV, id="cpu-other", cpu="Xeon")
+    older = replace(other_machine, id="cpu-older", transformers="5.0")
+    for moved in (False, True):
+        peaks = {(row, "5.0"): 1000 for row in ids} | {(row, "5.24"): 1000 if moved else 1010 for row in ids}
+        history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(), steps=(),
+                                 seconds="1 s", first="5.0", last="5.24", peaks=peaks)
+        context = build_versions(side(ENV, 10_000_000, 5_050_000 if moved else 5_000_000),
+                                 [side(older, 11_000_000, 5_000_000), side(other_machine, 10_800_000, 5_000_000)],
+                                 history)
+        page = render_page("versions", context)["versions.md"]
+        assert "every recorded release" not in page
+        assert ("both sides' simulated tensors of these 3 rows, one simulator's, are identical to the byte"
+                in page) is not moved
+        assert ("both sides' simulated tensors, one simulator's, moved in 3 of these 3 rows (+1.0 % to +1.0 %)"
+                in page) is moved
+        assert ("so read the shift as the machines', not the release's" in page) is not moved
+
+
 def test_the_quoted_error_is_the_recorded_one_word_for_word() -> None:
     """The article quotes a capped row's error as the worker recorded it; its byte count is read in MiB beside
     the quote, not inside it."""
@@ -267,3 +304,27 @@ def test_two_repeats_show_both_and_three_show_a_range() -> None:
     assert "**101 MiB** (100 and 102 MiB)" in page and "**51 MiB** (50–53 MiB)" in page
     assert "1 row has two repeats only: its brackets give both, and its figure is their midpoint." in page
     assert "two repeats only" not in _page(three)
+
+
+def test_each_fix_names_its_simulated_gpu_saving_and_the_gpu_order_only_where_it_differs() -> None:
+    """Activations dominate (fixed costs are 16 of 40 MB), so the page ranks checkpointing (36/40 of the net peak)
+    before bf16 (30/40). On the simulated GPU reserve checkpointing is 50/100; bf16 at 30/100 ranks first there,
+    and the page gives that order. Flipped (bf16 at 80/100), both orders agree and the page says nothing more."""
+    def with_reserve(result, reserve: int):
+        return replace(result, prediction=replace(result.prediction, cuda_reserved_bytes=reserve))
+
+    def page(bf16_reserve: int) -> str:
+        rows = [with_reserve(_row(row_id, net, prediction=net // 2), reserve) for row_id, net, reserve in (
+            ("train-b8-s256", 40_000_000, 100_000_000), ("train-b8-s256-ckpt", 36_000_000, 50_000_000),
+            ("train-b8-s256-bf16", 30_000_000, bf16_reserve))]
+        plain = [_row(f"train-b{b}-s256", 10_000_000 + 3_000_000 * b) for b in (1, 2, 4)]
+        return _page(*rows, *plain)
+
+    differs, agrees = page(30_000_000), page(80_000_000)
+    fixes = differs.split("Measured here (net peaks), first:")[1]
+    assert fixes.index("checkpointing") < fixes.index("bfloat16")
+    assert "(−10 %; simulated GPU reserve −50 %)" in differs and "(−25 %; simulated GPU reserve −70 %)" in differs
+    gpu_order = differs.split("On a GPU, by simulated reserve, the order is:")[1].split(".")[0]
+    assert gpu_order.index("bfloat16") < gpu_order.index("checkpointing")
+    assert "(−25 %; simulated GPU reserve −20 %)" in agrees
+    assert "On a GPU, by simulated reserve, the order is:" not in agrees

@@ -611,7 +611,7 @@ def test_units_escaping_and_budget_edges() -> None:
     assert markdown_code("a`") == "`` a` ``" and markdown_code("`a") == "`` `a ``"
     assert plain_terminal_text("a\\b") == "a\\b" and plain_terminal_text("a\nb") == "a\\nb"
     assert last_line("one\ntwo\nthree") == "three"
-    assert ProcessModel(0.5, 5 * MIB, 3, "x").describe().startswith("process peak = tensor peak × 1.500 +5 MiB")
+    assert ProcessModel(0.5, 5 * MIB, 3, "x").describe().startswith("net peak = tensor peak × 1.500 +5 MiB")
     assert process_model([], "s").source == "no overhead modelled: fewer than three measured rows with predictions"
 
 

@@ -57,14 +57,14 @@ def test_a_line_through_exact_points() -> None:
 def test_the_process_model_by_hand() -> None:
     model = ProcessModel(proportional=0.5, fixed=10.0, rows=3, source="three rows")
     assert model.expected(100) == 160 and model.expected(0) == 10
-    assert model.describe() == "process peak = tensor peak × 1.500 +0 MiB, fitted on three rows"
+    assert model.describe() == "net peak = tensor peak × 1.500 +0 MiB, fitted on three rows"
     fitted = process_model([(100, 160), (200, 310), (300, 460)], "s")
     assert (fitted.proportional, fitted.fixed, fitted.rows, fitted.source) == (pytest.approx(0.5),
                                                                                pytest.approx(10.0), 3, "s")
     two = process_model([(100, 160), (200, 310)], "s")
     assert (two.proportional, two.fixed, two.rows) == (0.0, 0.0, 2) and two.source.startswith("no overhead")
-    assert two.describe().startswith("process peak = tensor peak: no measured rows")
-    assert ProcessModel(0.1, 0.0, 0, "x").describe().startswith("process peak = tensor peak: no measured rows")
+    assert two.describe().startswith("net peak = tensor peak: no measured rows")
+    assert ProcessModel(0.1, 0.0, 0, "x").describe().startswith("net peak = tensor peak: no measured rows")
 
 
 @pytest.mark.parametrize(("usable", "answer"), [(9, 0), (10, 1), (11, 1), (20, 2), (29, 2), (30, 3), (100, 10),

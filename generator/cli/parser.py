@@ -189,7 +189,7 @@ def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
                                   parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
     predict.add_argument("--rows", nargs="+", metavar="ROW", help="as for measure (default: the default matrix)")
     predict.add_argument("--format", choices=("text", "json"), default="text")
-    _allocator(predict, "the allocator whose measured overhead the process peak adds")
+    _allocator(predict, "the allocator whose measured overhead the expected net peak adds")
     predict.add_argument("--record", action="store_true",
                          help="write each prediction into this environment's measured file of its row")
 

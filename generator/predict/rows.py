@@ -1,5 +1,5 @@
-"""`predict`: each row's memory by simulation (generator/simulate.py), with the process peak this machine is
-expected to show on top of the tensors, modelled from the measured rows that carry predictions.
+"""`predict`: each row's memory by simulation (generator/predict/simulate.py), with the net peak (beyond the
+imports) this machine is expected to show on top of the tensors, modelled from the measured rows that carry predictions.
 
 `--record` writes each prediction into the row's result file of this environment, in its own [prediction]
 table, so that the page can set predicted beside measured."""
@@ -21,7 +21,7 @@ from generator.units import format_mib
 
 @dataclass(frozen=True)
 class RowPrediction:
-    """A row, its simulation, and the process peak expected on this kind of machine (net of imports)."""
+    """A row, its simulation, and the net peak (beyond the imports) expected on this kind of machine."""
 
     row: RowSpec
     prediction: Prediction | None  # None: the row could not be simulated, and error says why
@@ -65,7 +65,7 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
         if p is None:
             lines.append(f"{item.row.id}: not simulated: {item.error}")
             continue
-        lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected process peak (net of imports), "
+        lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected net peak (beyond the imports), "
                      f"set in {p.phase}; tensor peak {format_mib(p.tensor_peak_bytes)} ({p.seconds:.1f} s)")
         lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
                      f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "

@@ -34,6 +34,7 @@ class Comparison:
     ratio: Ratio  # subject / reference
     saving: Ratio  # 1 - subject / reference
     change: Ratio  # subject / reference - 1, signed: "−36 %" or "+2 %"
+    gpu_change: Ratio | None = None  # the same for their simulated GPU reserves, where both were simulated
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Verdict:
     first: tuple[Comparison, ...]  # the fixes to try first, measured, best first, each against its baseline
     then: tuple[Comparison, ...]
     cpu_only: Comparison | None = None  # the tuned allocator: a CPU process's setting, never a GPU's first fix
+    gpu_order: tuple[Comparison, ...] = ()  # the fixes by simulated GPU reserve, where that order differs
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,11 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
         return None
     value = subject.net.n_bytes / reference.net.n_bytes
     change = Ratio(value - 1, signed_percent(value - 1, 0))
-    return Comparison(subject, reference, ratio(value), share(1 - value), change)
+    gpu = None
+    if subject.simulated_reserve is not None and reference.simulated_reserve is not None:
+        on_gpu = subject.simulated_reserve.n_bytes / reference.simulated_reserve.n_bytes - 1
+        gpu = Ratio(on_gpu, signed_percent(on_gpu, 0))
+    return Comparison(subject, reference, ratio(value), share(1 - value), change, gpu)
 
 
 def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
@@ -242,6 +248,15 @@ def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun])
                     ratio=ratio(training.net.n_bytes / inference.net.n_bytes), limit=limit)
 
 
+def gpu_order(ordered: Sequence[Comparison]) -> tuple[Comparison, ...]:
+    """The fixes as a GPU reader would rank them, by the change of the simulated GPU reserve, best first; empty
+    where a fix lacks a simulation, or where that order is the page's own (`ordered`)."""
+    if not ordered or any(c.gpu_change is None for c in ordered):
+        return ()
+    by_gpu = tuple(sorted(ordered, key=lambda c: c.gpu_change.value))  # type: ignore[union-attr]
+    return () if [c.subject.id for c in by_gpu] == [c.subject.id for c in ordered] else by_gpu
+
+
 def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
             overhead: OverheadSummary | None) -> Verdict | None:
     """Fixed costs against activations for plain batch-8 training, and the fixes that attack the larger."""
@@ -253,9 +268,10 @@ def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
     for_fixed = [c for c in (found.lora, found.half_precision) if c is not None]
     for_activations = [c for c in (found.checkpointing,) if c is not None]
     first, then = (for_fixed, for_activations) if fixed_share >= 0.5 else (for_activations, for_fixed)
+    first_sorted, then_sorted = (tuple(sorted(group, key=lambda c: c.ratio.value)) for group in (first, then))
     return Verdict(intercept=found.fit.intercept, per_token=found.fit.per_token,
                    overhead=overhead.median if overhead else None, row=row, fixed=figure(fixed),
                    fixed_share=share(fixed_share), activations_share=share(1 - fixed_share),
                    fixed_dominate=fixed_share >= 0.5,
-                   first=tuple(sorted(first, key=lambda c: c.ratio.value)),
-                   then=tuple(sorted(then, key=lambda c: c.ratio.value)), cpu_only=found.allocator)
+                   first=first_sorted, then=then_sorted, cpu_only=found.allocator,
+                   gpu_order=gpu_order((*first_sorted, *then_sorted)))

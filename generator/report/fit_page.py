@@ -126,6 +126,8 @@ class FitPageContext:
     legend: tuple[tuple[str, str], ...] = ()  # (set-up, precision and recipe) for every set-up the tables show
     calculator: CalculatorData | None = None  # the curves and rules for the HTML page's calculator
     sharded: "ShardedSection | None" = None  # a large config on several cards (report/sharded.py)
+    imports: str = ""  # what the CPU columns leave out: the interpreter and its imports ('267 MiB'), if measured
+    imports_within_margin: bool = False  # whether they fit inside the margin of the smallest CPU budget
 
 
 def cell(answer: FitAnswer) -> str:
@@ -248,6 +250,8 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
     budgets = site_budgets(cpu_margin)
     answers = site_answers(table, process, budgets) if table is not None else []
+    baseline = next((r for r in results if r.row.mode == "baseline" and r.summary.ok
+                     and r.row.allocator == DEFAULT_ALLOCATOR), None)
     missing = "" if table is not None else (f"No simulated curves under {libraries} yet: `memory-budget refresh` "
                                             "(part of `nox -s measure`) records them.")
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
@@ -264,4 +268,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           card=card_text(), legend=legend([answer.kind for _, answer in answers]),
                           calculator=calculator_data(table, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
                                                      tuple(gib for group in GPU_GROUPS_GIB for gib in group),
-                                                     EXAMPLE_CARD_BYTES // GIB) if table else None)
+                                                     EXAMPLE_CARD_BYTES // GIB) if table else None,
+                          imports=format_mib(baseline.summary.baseline_bytes) if baseline else "",
+                          imports_within_margin=baseline is not None and baseline.summary.baseline_bytes
+                          <= cpu_margin * min(CPU_BUDGETS_GIB) * GIB)

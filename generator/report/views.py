@@ -96,6 +96,7 @@ class RowView:
     pair: bool = False  # exactly two repeats finished: the figure is their midpoint, and both are shown
     detail: str = ""  # a failed row's error as recorded, word for word, for quoting
     detail_sizes: str = ""  # its byte counts read in MiB: '402,653,184 bytes is 384 MiB'
+    simulated_reserve: Figure | None = None  # the simulation replayed through the CUDA caching allocator
 
 
 def figure(n_bytes: int) -> Figure:
@@ -235,6 +236,7 @@ def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     measured = summary.net_peak_bytes
     return {"tensor_peak": figure(tensor), "predicted": figure(expected),
             "simulated_activations": figure(prediction.activations_bytes),
+            "simulated_reserve": figure(prediction.cuda_reserved_bytes) if prediction.cuda_reserved_bytes else None,
             "prediction_error": signed((expected - measured) / measured) if measured else None,
             "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
 

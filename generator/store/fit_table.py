@@ -31,7 +31,7 @@ class FitAnswer:
     kind: str
     row: str  # the row at the answer (or at batch 1 when nothing fits)
     batch: int  # 0: not even batch 1 fits
-    predicted_bytes: int  # expected process peak at that batch (batch 1 when nothing fits)
+    predicted_bytes: int  # net peak (CPU) or reserve plus context (GPU) at that batch (batch 1 if none fits)
     next_bytes: int  # at batch + 1; 0 when the search stopped at the largest batch the tool allows
     usable_bytes: int
     simulations: int
