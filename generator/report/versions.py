@@ -3,6 +3,7 @@
 
 Like the article's context it is frozen and typed; the template places its values and nothing else."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from generator.diff.compare import Comparison, RowDiff, compare
@@ -152,6 +153,20 @@ def _tensor_story(history: HistoryContext | None, names: list[str], old: str, ne
             f"({_span(moved)} in all)"), True
 
 
+def _exact_story(rows: Sequence[RowDiff]) -> tuple[str, bool] | None:
+    """What the two sides' own simulations say of these rows' tensors, and whether they moved; None where a row
+    lacks a simulation of one simulator on either side (then the release history speaks)."""
+    changes = [row.tensor for row in rows]
+    if not changes or any(change is None for change in changes):
+        return None
+    moved = [change.change for change in changes if change is not None and change.change_bytes]
+    if not moved:
+        return (f"both sides' simulated tensors of these {len(rows)} rows, one simulator's, are identical to the "
+                "byte", False)
+    return (f"both sides' simulated tensors, one simulator's, moved in {len(moved)} of these {len(rows)} rows "
+            f"({_span(moved)})", True)
+
+
 def shift_causes(comparison: Comparison, history: HistoryContext | None,
                  machines: Comparison | None) -> tuple[str, ...]:
     """For a shift between releases measured on different machines, what else could have moved it, from the data:
@@ -166,7 +181,7 @@ def shift_causes(comparison: Comparison, history: HistoryContext | None,
     found = []
     for shift in _shifts(comparison):
         names = [row.row for row in shift.rows]
-        tensors, moved = _tensor_story(history, names, old, new)
+        tensors, moved = _exact_story(shift.rows) or _tensor_story(history, names, old, new)
         across = [same[name] for name in names if name in same]
         machine = (f"the same library versions on these two machines differ by {_span(across)} on {len(across)} "
                    "of these rows (the table of the same library versions)") if across else ""
