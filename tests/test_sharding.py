@@ -41,42 +41,54 @@ def test_a_card_that_shards_nothing_replays_the_whole_run(row_id: str) -> None:
     assert sum(card.split.values()) == card.peak
 
 
-def _deepspeed_zero3_gpu_bytes(total_params: int, largest_layer_params: int, gpus: int,
+def _deepspeed_zero3_gpu_bytes(total_params: int, largest_layer_memory: int, gpus: int,
                                bytes_per_parameter: int = 18) -> int:
     """DeepSpeed's estimate_zero3_model_states_mem_needs without offload (deepspeed/runtime/zero/stage3.py):
-    ``largest_layer_memory + int(18 * total_params / total_gpus)``, with largest_layer_memory = 4 bytes a
-    parameter of the largest module. Its 18 bytes a parameter are its fp16 recipe (fp16 weights, fp32 master
-    weights, gradients and Adam moments); the per-parameter bytes are an argument here so that the recipe a
-    row simulates can be put in its place."""
-    return 4 * largest_layer_params + int(bytes_per_parameter * total_params / gpus)
+    ``largest_layer_memory + int(18 * total_params / total_gpus)``: what a card holds whole beside the shards of
+    every parameter's states. Its recipe is fp16 with fp32 master weights (18 bytes a parameter; the largest
+    layer at 4 bytes a parameter, its fp16 weight and gradient). The bytes a parameter and the whole part are
+    arguments here so that the recipe a row simulates can be put in their place."""
+    return largest_layer_memory + int(bytes_per_parameter * total_params / gpus)
+
+
+# tiny-llama.json by hand: a decoder layer is q, k, v, o (64×64, 32×64, 32×64, 64×64), gate, up, down (128×64
+# each) and two norms of 64; the root is the tied 1,024 × 64 embedding and the final norm.
+LAYER = 64 * 64 * 2 + 32 * 64 * 2 + 128 * 64 * 3 + 2 * 64  # 36,992 parameters
+ROOT = 1024 * 64 + 64  # 65,600: the largest unit
+PARAMETERS = ROOT + 2 * LAYER  # 139,584
 
 
 @pytest.mark.parametrize("gpus", [2, 4])
 def test_zero3_model_states_follow_deepspeeds_formula(gpus: int) -> None:
-    """Full fp32 training keeps 16 bytes a parameter (weights, gradients, AdamW's two moments). Under ZeRO-3 a
-    card's model states are DeepSpeed's formula with those 16 bytes, to the byte, once the whole weights it
-    gathers are put in the largest-layer term (every tensor of the tiny model divides by 2 and 4)."""
-    whole = simulate(parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL)))
+    """Full fp32 training keeps 16 bytes a parameter (weights, gradients, AdamW's two moments), each sharded under
+    ZeRO-3. What a card holds whole, in place of DeepSpeed's largest-layer term: the fp32 weights of its two
+    largest units (the one computing and the one prefetched) and the fp32 gradients of the largest, made whole
+    by backward before their reduce-scatter. Every figure is counted by hand from the config, and every tensor of
+    the tiny model divides by 2 and 4, so the formula holds to the byte."""
     card = simulate(parse_row(f"train-b2-s64-zero3x{gpus}"), resolve_model(str(TINY_MODEL)))
-    parameters = whole.parameters
-    gathered = card.weights_bytes - whole.weights_bytes // gpus
     states = card.weights_bytes + card.gradients_bytes + card.optimizer_bytes
-    assert (whole.weights_bytes, whole.gradients_bytes, whole.optimizer_bytes) == (
-        4 * parameters, 4 * parameters, 8 * parameters)
-    assert states == _deepspeed_zero3_gpu_bytes(parameters, gathered // 4, gpus, bytes_per_parameter=16)
-    # the two largest units of the tiny llama: the root (embeddings, tied head, final norm) and one layer
-    layer = 4 * (64 * 64 * 2 + 32 * 64 * 2 + 128 * 64 * 3 + 2 * 64)
-    assert gathered == 4 * (1024 * 64 + 64) + layer
+    whole = 4 * (ROOT + LAYER) + 4 * ROOT
+    assert card.parameters == PARAMETERS
+    assert states == _deepspeed_zero3_gpu_bytes(PARAMETERS, whole, gpus, bytes_per_parameter=16)
 
 
 @pytest.mark.parametrize("sharding, sharded", [("ddp", ()), ("zero1", ("optimizer",)),
-                                               ("zero2", ("optimizer", "gradients"))])
+                                               ("zero2", ("optimizer", "gradients")),
+                                               ("zero3", ("optimizer", "gradients", "weights")),
+                                               ("fsdp", ("optimizer", "gradients", "weights"))])
 def test_each_stage_shares_only_what_it_shards(sharding: str, sharded: tuple[str, ...]) -> None:
+    """A stage divides the kinds it shards by the cards and keeps the rest; where it shards gradients a card also
+    holds the largest unit's gradients whole (before their reduce-scatter), and where it shards weights the two
+    largest units' weights whole (gathered), in fp32 here: 4 bytes a parameter."""
     whole = simulate(parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL)))
     card = simulate(parse_row(f"train-b2-s64-{sharding}x4"), resolve_model(str(TINY_MODEL)))
+    held_whole = {"weights": 4 * (ROOT + LAYER), "gradients": 4 * ROOT, "optimizer": 0}
     for kind in ("weights", "gradients", "optimizer"):
-        expected = getattr(whole, f"{kind}_bytes") // (4 if kind in sharded else 1)
+        expected = getattr(whole, f"{kind}_bytes") // 4 + held_whole[kind] if kind in sharded \
+            else getattr(whole, f"{kind}_bytes")
         assert getattr(card, f"{kind}_bytes") == expected, kind
+    assert (whole.weights_bytes, whole.gradients_bytes, whole.optimizer_bytes) == (
+        4 * PARAMETERS, 4 * PARAMETERS, 8 * PARAMETERS)
     assert card.tensor_peak_bytes <= whole.tensor_peak_bytes
     assert "one card's share" in card.method
 

@@ -21,7 +21,8 @@ def cards_text(sharding: tuple[str, int] | None) -> str:
     """', each training set-up one card of 8 under zero3 (its batch is that card's)', or nothing."""
     if sharding is None:
         return ""
-    return f", each training set-up one card of {sharding[1]} under {sharding[0]} (its batch is that card's)"
+    return (f", each training set-up one card of {sharding[1]} under {sharding[0]} (its batch is that card's; "
+            "sharding is arithmetic on the simulated storages, not validated on a device)")
 
 
 def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,

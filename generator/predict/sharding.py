@@ -8,7 +8,10 @@ storage of a sharded kind at its share, ceil(bytes / cards), as a card holds it:
 - a card's activations are those of its own batch (the row's batch is each card's), which the trace already is;
 - ZeRO-3 and FSDP gather a unit's full weights before computing it. The units are the decoder layers (the
   largest ModuleList) and the root, which holds the rest (embeddings, head, final norm). A card is allowed the
-  two largest units in full for the whole run: the one computing and the one prefetched.
+  two largest units in full for the whole run: the one computing and the one prefetched;
+- where gradients are sharded (ZeRO-2, ZeRO-3, FSDP), a unit's gradients are made whole by its backward and
+  only then reduce-scattered to their shards: a card is allowed the largest unit's gradients in full for the
+  whole run, beside the shards.
 
 This is a model of what the frameworks do, computed exactly from the simulated storages; it is not measured,
 and none of it has met a device. Collectives' own buffers (NCCL's, DDP's gradient buckets) are not in it."""
@@ -19,7 +22,8 @@ from typing import Any
 from generator.matrix import RowSpec
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
-METHOD = "sharded kinds at ceil(bytes / cards), the two largest units' weights gathered whole throughout"
+METHOD = ("sharded kinds at ceil(bytes / cards), the two largest units' weights gathered whole and the largest "
+          "unit's gradients whole before their reduce-scatter, throughout")
 
 
 @dataclass
@@ -39,14 +43,15 @@ def share(size: int, kind: str, row: RowSpec) -> int:
     return -(-size // row.gpus) if kind in row.sharded_kinds else size
 
 
-def per_card(tracker: Any, row: RowSpec, gathered: int = 0) -> CardTrace:
-    """Replay the tracker's trace (StorageTracker in simulate.py) at one card's sizes, with ``gathered`` bytes
-    of whole weights held throughout. For an unsharded row it reproduces the tracker's own figures."""
+def per_card(tracker: Any, row: RowSpec, whole: dict[str, int] | None = None) -> CardTrace:
+    """Replay the tracker's trace (StorageTracker in simulate.py) at one card's sizes, with ``whole`` bytes of
+    each kind held in full throughout (gathered weights, gradients before their reduce-scatter: whole_units).
+    For an unsharded row it reproduces the tracker's own figures."""
     card, live = CardTrace(), {}
-    totals = {**dict.fromkeys(CATEGORIES, 0), "weights": gathered}
-    total = phase_max = gathered
-    if gathered:
-        card.events.append(("gathered", gathered, True))
+    whole = {kind: held for kind, held in (whole or {}).items() if held}
+    totals = {**dict.fromkeys(CATEGORIES, 0), **whole}
+    total = phase_max = sum(whole.values())
+    card.events.extend((f"whole {kind}", held, True) for kind, held in whole.items())
     marks, next_mark, phase = list(tracker.phase_marks), 0, "load"
     for index, (key, size, made) in enumerate(tracker.events):
         while next_mark < len(marks) and marks[next_mark][0] <= index:
@@ -68,20 +73,23 @@ def per_card(tracker: Any, row: RowSpec, gathered: int = 0) -> CardTrace:
     return card
 
 
-def gathered_bytes(model: Any, row: RowSpec) -> int:
-    """The whole weights a card holds at once under ZeRO-3 or FSDP: its two largest units (the decoder layers,
-    and the root that holds the rest); nothing where the weights are not sharded."""
-    if "weights" not in row.sharded_kinds:
-        return 0
-
-    def size(parameters: Any) -> int:
-        return sum(p.untyped_storage().nbytes() for p in {id(p): p for p in parameters}.values())
+def whole_units(model: Any, row: RowSpec) -> dict[str, int]:
+    """What a card holds in full beside its shards: under ZeRO-3 or FSDP the weights of its two largest units
+    (the decoder layers, and the root that holds the rest); where gradients are sharded, the gradients of its
+    largest unit, made whole by backward before their reduce-scatter. Nothing for what is not sharded."""
+    def size(parameters: Any, trainable: bool = False) -> int:
+        unique = {id(p): p for p in parameters if p.requires_grad or not trainable}.values()
+        return sum(p.numel() * p.element_size() if trainable else p.untyped_storage().nbytes() for p in unique)
 
     layers = _wrapped_units(model)
-    units = [size(layer.parameters()) for layer in layers]
     inside = {id(p) for layer in layers for p in layer.parameters()}
-    units.append(size(p for p in model.parameters() if id(p) not in inside))
-    return sum(sorted(units)[-2:])
+    units = [list(layer.parameters()) for layer in layers] + [[p for p in model.parameters() if id(p) not in inside]]
+    found = {}
+    if "weights" in row.sharded_kinds:
+        found["weights"] = sum(sorted(size(unit) for unit in units)[-2:])
+    if "gradients" in row.sharded_kinds:
+        found["gradients"] = max(size(unit, trainable=True) for unit in units)
+    return found
 
 
 def _wrapped_units(model: Any) -> list[Any]:

@@ -24,7 +24,7 @@ from generator.predict.fake_friendly import (
     sequences_unpacked,
 )
 from generator.predict.sharding import METHOD as SHARDING_METHOD
-from generator.predict.sharding import gathered_bytes, per_card, share
+from generator.predict.sharding import per_card, share, whole_units
 from generator.quantize import import_bitsandbytes, parameter_count, quantization_tensors
 from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
@@ -172,7 +172,7 @@ def _prediction(tracker: StorageTracker, prepared: Prepared, row: RowSpec, metho
     peak, phase, split, phases, events = (tracker.peak, tracker.peak_phase, tracker.peak_split,
                                           tracker.phase_peaks, tracker.events)
     if row.sharding:
-        card = per_card(tracker, row, gathered_bytes(prepared.model, row))
+        card = per_card(tracker, row, whole_units(prepared.model, row))
         peak, phase, split, phases, events = card.peak, card.phase, card.split, card.phase_peaks, card.events
         method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
     parameters = list(prepared.model.parameters())
