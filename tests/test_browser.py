@@ -154,6 +154,40 @@ def test_the_first_screen_answers_will_it_fit(browser, server: str) -> None:
     for task, shape, fits in _large_model_verdicts():
         assert f"{task} at {shape}, {'fits' if fits else 'does not fit'} (" in large, (task, shape, fits, large)
     assert "with the same 10 % kept free" in large
+    usable = f"{round(24 * 2**30 * 0.9) / 2**30:.1f} GiB usable"  # 21.6: what a 'does not fit' was judged against
+    assert large.count(f"against {usable})") == sum(not fits for *_, fits in _large_model_verdicts()), large
+    page.close()
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 900)])
+def test_the_fit_page_answers_on_its_first_screen(browser, server: str, width: int, height: int) -> None:
+    """Before any scrolling, on a phone and a desktop: the likely card's answers with their basis, and the first
+    model's line whole, whose full-training answer is the one its own table gives for that card."""
+    page, _ = _open(browser, f"{server}/fit.html", width)
+    page.set_viewport_size({"width": width, "height": height})
+    lead = page.evaluate("""() => { const p = [...document.querySelectorAll('p')].find(p => /^On a \\d+ GiB card/
+        .test(p.textContent)); const li = p.nextElementSibling.querySelector('li');
+        return [p.textContent, li.textContent, li.getBoundingClientRect().bottom]; }""")
+    intro, first, bottom = lead
+    assert bottom <= height, (width, bottom)
+    assert "simulated GPU reserve plus" in intro and "kept free" in intro, intro
+    card = intro.split(" card")[0].removeprefix("On a ")
+    model = first.split(":")[0]
+    cell = page.evaluate("""([model, card]) => {
+        const table = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith(model + ' ('))
+            .nextElementSibling;
+        let found = null;
+        for (let t = table; t && t.tagName !== 'H2'; t = t.nextElementSibling) {
+            if (t.tagName !== 'TABLE') continue;
+            const heads = [...t.querySelectorAll('th')].map(th => th.textContent.trim());
+            const column = heads.indexOf(card + ' GPU');
+            if (column < 0) continue;
+            const row = [...t.querySelectorAll('tbody tr')]
+                .find(r => r.cells[0].textContent.trim() === 'full training');
+            found = row ? row.cells[column].textContent.trim() : null;
+        }
+        return found; }""", [model, card])
+    assert cell is not None and f"full training {cell}" in first, (cell, first)
     page.close()
 
 

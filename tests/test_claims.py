@@ -184,7 +184,43 @@ def test_charts_name_their_model_machine_and_basis_and_the_line_stays_on_its_row
     spec = charts.peak_vs_tokens(context).to_dict()
     line = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "line")
     values = line["data"].get("values") or spec["datasets"][line["data"]["name"]]
-    assert [point["tokens"] for point in values] == [256, 2048]
+    tokens = [point["tokens"] for point in values]
+    assert (round(tokens[0]), round(tokens[-1])) == (256, 2048) and tokens == sorted(tokens)
+    assert all(abs(point["MiB"] * 2**20 - (10_000_000 + 1_000 * point["tokens"])) < 1 for point in values)
+    assert spec["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"  # the 16,384-token row squeezes no row
+
+
+def test_the_site_charts_name_their_model_machine_and_basis_too() -> None:
+    """The versions, history and accuracy charts: model (or, for the history, that no machine is involved),
+    machine and basis in the subtitle; the versions chart says whose machine each release's rows are from."""
+    from pathlib import Path
+
+    from test_mutation_figures import ENV
+
+    from generator.report import charts
+    from generator.report.fit_page import AccuracyPoint
+    from generator.report.history import HistoryContext
+    from generator.report.versions import build_versions
+    from generator.store.catalog import Selection
+
+    def side(environment, net: int) -> Selection:
+        rows = tuple(replace(_row(row_id, net), environment=environment) for row_id in ("train-b1-s256",))
+        return Selection(environment=environment.id, model="tiny", folder=Path(environment.id), results=rows)
+
+    for other, across in ((replace(ENV, id="cpu-older", transformers="5.0"), False),
+                          (replace(ENV, id="cpu-elsewhere", cpu="Xeon", transformers="5.0"), True)):
+        subtitle = charts.versions_chart(build_versions(side(ENV, 10_000_000), [side(other, 11_000_000)])).to_dict()
+        subtitle = (subtitle.get("title") or subtitle["layer"][0]["title"])["subtitle"]
+        assert subtitle[0] == "tiny" and "net peak" in subtitle[2], subtitle
+        assert ("machine its table names" in subtitle[1]) is across, subtitle
+    history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(("train-b1-s256", "5.0", 1.0),),
+                             steps=(), seconds="1 s", first="5.0", last="5.24", step_text="1 %")
+    subtitle = charts.history_chart(history).to_dict()["title"]["subtitle"]
+    assert subtitle[0] == "tiny" and "simulated tensor peaks" in subtitle[1] and "no machine" in subtitle[1]
+    point = AccuracyPoint(model="tiny", row="train-b1-s256", allocator="glibc", measured=10.0, low=9.0, high=11.0,
+                          predicted=10.5, held_out=True)
+    subtitle = charts.accuracy_chart((point,), 0.05, "EPYC").to_dict()["title"]["subtitle"]
+    assert subtitle[0] == "net peaks measured on EPYC" and "out of sample" in subtitle[1]
 
 
 def test_the_versions_page_promises_exact_tensors_only_where_there_are_some() -> None:
@@ -304,6 +340,25 @@ def test_two_repeats_show_both_and_three_show_a_range() -> None:
     assert "**101 MiB** (100 and 102 MiB)" in page and "**51 MiB** (50–53 MiB)" in page
     assert "1 row has two repeats only: its brackets give both, and its figure is their midpoint." in page
     assert "two repeats only" not in _page(three)
+
+
+def test_the_versions_tables_show_both_of_two_repeats_and_a_range_of_three() -> None:
+    """The same rule in diff's cells, which the versions page places: 101 MiB of 100 and 102, 51 of 50 to 53."""
+    from pathlib import Path
+
+    from test_mutation_figures import ENV
+
+    from generator.diff.compare import compare
+    from generator.diff.render import cells
+    from generator.store.catalog import Selection
+
+    mib = 2**20
+    rows = (_row("train-b8-s256", 101 * mib, spread=(100 * mib, 102 * mib), nets=(100 * mib, 102 * mib)),
+            _row("train-b1-s256", 51 * mib, spread=(50 * mib, 53 * mib), nets=(50 * mib, 51 * mib, 53 * mib)))
+    side = Selection(environment=ENV.id, model="tiny", folder=Path(ENV.id), results=rows)
+    found = {row.row: cells(row) for row in compare(side, side).rows}
+    assert found["train-b8-s256"][1] == "101 MiB (100 and 102)"
+    assert found["train-b1-s256"][1] == "51 MiB (50–53)"
 
 
 def test_each_fix_names_its_simulated_gpu_saving_and_the_gpu_order_only_where_it_differs() -> None:

@@ -47,6 +47,9 @@ def test_the_predictions_are_judged_out_of_sample_and_counted_from_the_rows() ->
     errors = [row.error_share for row in section.rows if row.error_share is not None]
     assert section.judged == len(errors) > 0
     assert section.within == sum(abs(error) <= WITHIN for error in errors)
+    ordered = sorted(abs(error) for error in errors)
+    middle = (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2]) / 2
+    assert section.median_error == f"{middle * 100:.1f} %"
     for row in section.rows:
         if row.predicted is not None:
             measured = results[(row.model, row.row)].summary.net_peak_bytes

@@ -318,6 +318,9 @@ def test_capped_runs_and_the_headline_by_hand() -> None:
     top = headline(views, 256, runs)
     assert top is not None and top.ratio.value == 1200 / 400 and top.limit is not None
     assert top.limit.n_bytes == 1000 * MIB and top.inference.id == "infer-b8-s256"
+    assert top.inference_under_limit  # inference's process peaked at 500 bytes, under the 1,000 MiB cap
+    above = _views(rows[0], _row("infer-b8-s256", 2000 * MIB), *rows[2:])
+    assert not headline(above, 256, capped_runs(rows, above)).inference_under_limit  # type: ignore[union-attr]
     assert headline(views, 256, runs[1:]).limit is None  # type: ignore[union-attr]
     assert headline(views, 512, runs) is None and headline({"train-b8-s256": views["train-b8-s256"]}, 256, ()) is None
 

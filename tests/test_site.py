@@ -193,3 +193,18 @@ def test_every_chart_carries_its_schemes_background(measured_root: Path, tmp_pat
         first_shape = text[text.index("<rect"):text.index(">", text.index("<rect"))]
         assert 'fill="#fdfdfc"' in first_shape, (chart.name, first_shape)
         assert '[fill="#fdfdfc"]{fill:#15171a}' in text and '[fill="#5c5c5c"]{fill:#b0b0b0}' in text, chart.name
+
+
+def test_the_contents_list_links_every_section_of_the_article() -> None:
+    """Every section heading after the contents line is linked from it, by its anchor, in page order."""
+    import re
+
+    from generator.report.site import build_pages
+
+    article = build_pages(Path(__file__).resolve().parent.parent / "measurements")["index.md"]
+    contents = next(line for line in article.splitlines() if line.startswith("**Contents:**"))
+    linked = re.findall(r"\]\(#([^)]+)\)", contents)
+    after = article.split(contents, 1)[1]
+    sections = [re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+                for heading in re.findall(r"^## (.+)$", after, flags=re.MULTILINE)]
+    assert linked == sections

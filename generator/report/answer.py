@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from generator.answers.setups import FIRST_SCREEN
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
-from generator.report.example import SimulatedLine, simulated_lines
+from generator.report.example import SimulatedLine, example_usable_bytes, simulated_lines
 from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, percent, site_answers
 from generator.store.fit_table import FitTable
 from generator.units import GIB, format_gib
@@ -36,6 +36,7 @@ class FirstAnswer:
     large_lines: tuple[SimulatedLine, ...]
     card_argument: str = ""  # "24GiB": the same card, as `fit --budget` takes it
     cpu_argument: str = ""  # "64GiB": the fit page's larger CPU machine
+    usable: str = ""  # "21.6 GiB": the card less the margin, what a line is judged against
 
 
 def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) -> FirstAnswer | None:
@@ -53,4 +54,5 @@ def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) 
                        seq_len_text=f"{fit_table.seq_len:,}", model=model, answers=answers,
                        large_model=fit_table.example[0].model if fit_table.example else "",
                        large_lines=tuple(first_per_task.values()),
-                       card_argument=f"{EXAMPLE_CARD_BYTES // GIB}GiB", cpu_argument=f"{CPU_BUDGETS_GIB[-1]}GiB")
+                       card_argument=f"{EXAMPLE_CARD_BYTES // GIB}GiB", cpu_argument=f"{CPU_BUDGETS_GIB[-1]}GiB",
+                       usable=format_gib(example_usable_bytes()))

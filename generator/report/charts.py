@@ -3,11 +3,13 @@
 Every chart carries its scheme's page background and grey text, so it reads on a light page, a dark page and a
 code host's dark theme alike; they are drawn narrow with large type, so they stay legible scaled to a phone."""
 
+import json
 from typing import Any
 
 import altair as alt
 import vl_convert
 
+from generator.matrix import DEFAULT_ALLOCATOR, parse_row
 from generator.report.article import PageContext
 from generator.report.fit_page import AccuracyPoint
 from generator.report.history import HistoryContext
@@ -47,11 +49,15 @@ def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
             .configure_point(opacity=1))  # Vega-Lite draws points at 0.7: 3.2 to 3.7:1 where 4.5:1 is the floor
 
 
+def machine_of(context: PageContext) -> str:
+    """The article's machine as a chart names it: 'AMD EPYC'."""
+    return context.environment.get("CPU", "").split(" (")[0] or "this machine"
+
+
 def titled(text: str, context: PageContext, basis: str) -> alt.TitleParams:
     """A chart's title, with a subtitle naming its model, its machine and the basis of its figures, so that the
     chart says what it shows wherever it is embedded."""
-    machine = context.environment.get("CPU", "").split(" (")[0] or "this machine"
-    return alt.TitleParams(text, subtitle=[context.model_name, f"measured on {machine}", basis],
+    return alt.TitleParams(text, subtitle=[context.model_name, f"measured on {machine_of(context)}", basis],
                            subtitleColor=INK, subtitleFontSize=14)
 
 
@@ -83,14 +89,24 @@ def _split(row: RowView) -> list[tuple[str, int]]:
     return parts
 
 
+LINE_STEPS = 24  # segments of the fitted line on the log axis
+
+
 def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     """Net peak against tokens per step, with the least-squares line over plain training rows."""
     points: list[dict[str, Any]] = [{"tokens": row.tokens, "MiB": row.net.n_bytes / MIB, "row": row.id,
                "kind": _token_series(row.mode, row.seq_len, context)}
               for row in context.rows if row.net and row.dtype == "float32"
               and not row.gradient_checkpointing and not row.lora_rank]
+    # tokens on a log scale: a 32 × 512 inference row sits 4× past the largest training row, and a linear axis
+    # squeezed every training row into its first quarter; the fitted line is drawn through many points, so
+    # it curves as a straight line does on a log axis
+    tokens = [point["tokens"] for point in points] or [1]
+    ticks = [4**k for k in range(12) if min(tokens) <= 4**k <= max(tokens)]
+    x = alt.X("tokens:Q", title=["tokens per step (batch × length)", "log scale"],
+              scale=alt.Scale(type="log", base=2, nice=False), axis=alt.Axis(values=ticks, format=","))
     scatter = alt.Chart(alt.Data(values=points)).mark_point(strokeWidth=2.5).encode(
-        x=alt.X("tokens:Q", title="tokens per step (batch × length)", axis=alt.Axis(tickCount=3)),
+        x=x,
         y=alt.Y("MiB:Q", title="net peak, MiB"),
         color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
         shape=alt.Shape("kind:N", title=None),
@@ -104,10 +120,11 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     fit = context.findings.fit
     fitted = [row.tokens for row in context.rows if fit is not None and row.id in fit.rows]
     if fit is not None and fitted:
-        xs = [min(fitted), max(fitted)]  # the line over the rows it was fitted on, not beyond them
+        low, high = min(fitted), max(fitted)  # the line over the rows it was fitted on, not beyond them
+        xs = [low * (high / low) ** (step / LINE_STEPS) for step in range(LINE_STEPS + 1)]
         line = [{"tokens": x, "MiB": (fit.intercept.n_bytes + fit.per_token.n_bytes * x) / MIB} for x in xs]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color=INK).encode(
-            x="tokens:Q", y="MiB:Q"))
+            x=x, y="MiB:Q"))
     title = titled("Peak against tokens per step", context, "net peak; dashed: the fit over plain training")
     return alt.layer(*layers, title=title).properties(width=270, height=260)
 
@@ -143,14 +160,25 @@ def fixes(context: PageContext) -> alt.TopLevelMixin:
     ).properties(width=200)
 
 
+def two_lines(row_id: str) -> list[str]:
+    """A row's id as an axis label: the row, and its allocator on a second line where it names one."""
+    row = parse_row(row_id)
+    if row.allocator == DEFAULT_ALLOCATOR:
+        return [row_id]
+    return [row.with_allocator(DEFAULT_ALLOCATOR).id, row.allocator]
+
+
 def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     """Each row's change against the newest set-up, one colour per release, with zero marked and each row's
     threshold drawn as a grey band: a dot inside it reads `same`."""
     points = [{"release": label, "row": row, "change %": change * 100, "low": -threshold * 100,
                "high": threshold * 100} for label, row, change, threshold in context.changes]
     rows = list(dict.fromkeys(str(point["row"]) for point in points))
-    # row labels cut at 150 px: with the longest, the chart's 14 px type still scales to 12 px or more on a phone
-    y = alt.Y("row:N", sort=rows, title=None, axis=alt.Axis(labelLimit=150))
+    # a row's allocator on a second line: with the longest row, the chart's 14 px type still scales to 12 px or
+    # more on a phone, and no label is cut
+    lines = {row: two_lines(row) for row in rows}
+    y = alt.Y("row:N", sort=rows, title=None, scale=alt.Scale(paddingInner=0.5),
+              axis=alt.Axis(labelExpr=f"{json.dumps(lines)}[datum.label]", labelLineHeight=15, labelLimit=0))
     band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, height=10).encode(y=y, x="low:Q", x2="high:Q")
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True, opacity=1).encode(
         y=y,
@@ -158,8 +186,11 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=230)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color=INK).encode(x="x:Q")
-    return alt.layer(band, zero, dots, title="Net peak by release, against the newest").properties(
-        width=150)
+    machines = ("each release on the machine its table names" if context.across_machines
+                else "every release on the article's machine")
+    title = alt.TitleParams("Net peak by release, against the newest", subtitleColor=INK, subtitleFontSize=14,
+                            subtitle=[context.model_name, machines, "basis: measured net peaks"])
+    return alt.layer(band, zero, dots, title=title).properties(width=150, height={"step": 34})
 
 
 def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
@@ -182,11 +213,13 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
     if marks:
         layers.append(alt.Chart(alt.Data(values=marks)).mark_point(shape="diamond", size=160, filled=False,
                                                                    strokeWidth=2).encode(x=x, y="MiB:Q"))
-    title = ["Tensor peak by transformers release", f"(steps of {history.step_text} or more marked)"]
+    title = alt.TitleParams("Tensor peak by transformers release", subtitleColor=INK, subtitleFontSize=14,
+                            subtitle=[history.model, "simulated tensor peaks: no machine, only the releases",
+                                      f"steps of {history.step_text} or more marked"])
     return alt.layer(*layers, title=title).properties(width=280, height=320)
 
 
-def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopLevelMixin:
+def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float, machine: str) -> alt.TopLevelMixin:
     """Predicted against measured net peak for every row judged out of sample (its model's rows left out of the
     fit), log-log: y = x, the ±within band, and each row's repeats as a horizontal bar."""
     shown = [p for p in points if p.measured > 0 and p.held_out]
@@ -213,7 +246,8 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float) -> alt.TopL
         tooltip=["model:N", "row:N", "allocator:N", "judged:N", alt.Tooltip("measured:Q", format=",.0f"),
                  alt.Tooltip("predicted:Q", format=",.0f")])
     title = alt.TitleParams("Predicted against measured", subtitleColor=INK, subtitleFontSize=14, subtitle=[
-        "net peaks; each prediction out of sample", f"solid: y = x; dashed: ±{within:.0%}".replace("%", " %")])
+        f"net peaks measured on {machine}", "each prediction out of sample",
+        f"solid: y = x; dashed: ±{within:.0%}".replace("%", " %")])
     return alt.layer(guide, spread, dots, title=title).properties(
         width=260, height=260)
 

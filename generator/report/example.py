@@ -136,13 +136,18 @@ def budget(parameters: int, measured_row: RowView | None) -> Budget:
                   total=figure(total), total_times_weights=ratio(2 + ADAMW_STATES), measured_row=measured_row)
 
 
+def example_usable_bytes() -> int:
+    """The example's card less the site's margin: what a simulated line is judged against."""
+    return round(EXAMPLE_CARD_BYTES * (1 - SITE_MARGIN))
+
+
 def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
     """The worked example's config, simulated (its tensor peaks recorded with the curves), replayed through the
     CUDA caching allocator, with the context allowance, against the example's card: what the fit page's GPU
     columns use too."""
     if fit_table is None:
         return ()
-    usable = round(EXAMPLE_CARD_BYTES * (1 - SITE_MARGIN))
+    usable = example_usable_bytes()
     lines = []
     for item in fit_table.example:
         row = parse_row(item.row)

@@ -123,6 +123,7 @@ class Headline:
     training: RowView
     ratio: Ratio
     limit: Figure | None  # a cap measured to run the row's step 1 and kill its step 2
+    inference_under_limit: bool = False  # inference's whole process peaked below that cap (not run under it)
 
 
 def compare(subject: RowView | None, reference: RowView | None) -> Comparison | None:
@@ -245,7 +246,8 @@ def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun])
     died = next((run for run in runs if run.completed_step1 and not run.row.ok), None)
     limit = Figure(died.row_cap_bytes, died.cap) if died else None
     return Headline(inference=inference, training=training,
-                    ratio=ratio(training.net.n_bytes / inference.net.n_bytes), limit=limit)
+                    ratio=ratio(training.net.n_bytes / inference.net.n_bytes), limit=limit,
+                    inference_under_limit=limit is not None and inference.peak.n_bytes < limit.n_bytes)
 
 
 def gpu_order(ordered: Sequence[Comparison]) -> tuple[Comparison, ...]:

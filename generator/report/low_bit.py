@@ -51,6 +51,7 @@ class LowBitSection:
     within_text: str  # that share: '5 %'
     judged: int
     costlier_8bit: tuple[str, ...] = ()  # the 8-bit AdamW rows that held more than AdamW, by row id
+    median_error: str = "–"  # the median |error| out of sample: '0.3 %'
 
 
 def _without(row: RowSpec) -> tuple[str, RowSpec]:
@@ -120,5 +121,6 @@ def low_bit_section(environments: list[list[RowResult]], article: str = "") -> L
         allocator=", ".join(sorted({r.allocator for r in rows})), rows=tuple(rows),
         worst_error=signed_percent(max(errors, key=abs)) if errors else "–",
         within=sum(abs(e) <= WITHIN for e in errors), within_text=f"{WITHIN:.0%}".replace("%", " %"),
+        median_error=f"{statistics.median(abs(e) for e in errors):.1%}".replace("%", " %") if errors else "–",
         judged=len(errors), costlier_8bit=tuple(f"{r.model} {r.row}" for r in rows
                                                  if r.change == EIGHT_BIT and not r.saved))

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.report.article import OtherModel, PageContext, build_context
-from generator.report.charts import accuracy_chart, history_chart, render_svgs, to_svg, versions_chart
+from generator.report.charts import accuracy_chart, history_chart, machine_of, render_svgs, to_svg, versions_chart
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.history import history_context
 from generator.report.low_bit import low_bit_section
@@ -40,7 +40,7 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
     if fit_page is not None:
         pages.update(render_page("fit", fit_page))
         if fit_page.points:
-            pages["accuracy.svg"] = to_svg(accuracy_chart(fit_page.points, WITHIN))
+            pages["accuracy.svg"] = to_svg(accuracy_chart(fit_page.points, WITHIN, machine_of(context)))
     return pages
 
 
