@@ -246,11 +246,11 @@ def test_the_versions_page_promises_exact_tensors_only_where_there_are_some() ->
         assert ("and the exact change of its" in page) is promised
 
 
-def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_did_not_move() -> None:
-    """Three training rows fell 9.1 % from transformers 5.0 on one machine to 5.24 on another (11 to 10 million
-    bytes, no repeats overlapping); the same 5.24 on the two machines moved them 7.4 % (10.8 to 10 million). The
-    release history decides the wording: tensors identical under both releases make it the machines'; tensors
-    that moved leave it open."""
+def _shift_page(history_after: int, tensors: tuple[int, int] = (0, 0)) -> str:
+    """The versions page of three training rows that fell 9.1 % from transformers 5.0 on one machine to 5.24 on
+    another (11 to 10 million bytes, no repeats overlapping), while the same 5.24 on the two machines moved them
+    7.4 % (10.8 to 10 million). The history records 1,000 bytes under 5.0 and `history_after` under 5.24; each
+    side's own prediction, where given, is `tensors` (the newest side's, the others')."""
     from pathlib import Path
 
     from test_mutation_figures import ENV
@@ -262,19 +262,26 @@ def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_di
 
     ids = ("train-b1-s256", "train-b2-s256", "train-b8-s256")
 
-    def side(environment, net: int) -> Selection:
-        rows = tuple(replace(_row(row_id, net), environment=environment) for row_id in ids)
+    def side(environment, net: int, predicted: int) -> Selection:
+        rows = tuple(replace(_row(row_id, net, prediction=predicted), environment=environment) for row_id in ids)
         return Selection(environment=environment.id, model="tiny", folder=Path(environment.id), results=rows)
 
     other_machine = replace(ENV, id="cpu-other", cpu="Xeon")
     older = replace(other_machine, id="cpu-older", transformers="5.0")
+    peaks = {(row, "5.0"): 1000 for row in ids} | {(row, "5.24"): history_after for row in ids}
+    history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(), steps=(),
+                             seconds="1 s", first="5.0", last="5.24", peaks=peaks)
+    newest, others = tensors
+    context = build_versions(side(ENV, 10_000_000, newest), [side(older, 11_000_000, others),
+                                                              side(other_machine, 10_800_000, others)], history)
+    return render_page("versions", context)["versions.md"]
+
+
+def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_did_not_move() -> None:
+    """No side carries a prediction: the release history decides the wording. Tensors identical under both
+    releases make it the machines'; tensors that moved leave it open."""
     for moved in (False, True):
-        peaks = {(row, "5.0"): 1000 for row in ids} | {(row, "5.24"): 1010 if moved else 1000 for row in ids}
-        history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(), steps=(),
-                                 seconds="1 s", first="5.0", last="5.24", peaks=peaks)
-        context = build_versions(side(ENV, 10_000_000), [side(older, 11_000_000), side(other_machine, 10_800_000)],
-                                 history)
-        page = render_page("versions", context)["versions.md"]
+        page = _shift_page(1010 if moved else 1000)
         assert "3 of 3 training rows fell, each beyond the range of its own repeats (−9.1 % to −9.1 %)" in page
         assert "the same library versions on these two machines differ by −7.4 % to −7.4 % on 3 of these" in page
         assert ("are identical to the byte under every recorded release from 5.0 to 5.24" in page) is not moved
@@ -283,34 +290,11 @@ def test_a_shift_across_machines_is_called_the_machines_only_when_the_tensors_di
 
 
 def test_a_shift_is_weighed_by_both_sides_own_simulations_before_the_history() -> None:
-    """As above, but each side carries its own prediction (one simulator's): those decide, and the history, which
-    says the opposite here, is not consulted. Tensors of 5,000,000 bytes on both sides make the shift the
-    machines'; 5,000,000 before and 5,050,000 after (+1.0 %) leave it open."""
-    from pathlib import Path
-
-    from test_mutation_figures import ENV
-
-    from generator.report.history import HistoryContext
-    from generator.report.render import render_page
-    from generator.report.versions import build_versions
-    from generator.store.catalog import Selection
-
-    ids = ("train-b1-s256", "train-b2-s256", "train-b8-s256")
-
-    def side(environment, net: int, tensors: int) -> Selection:
-        rows = tuple(replace(_row(row_id, net, prediction=tensors), environment=environment) for row_id in ids)
-        return Selection(environment=environment.id, model="tiny", folder=Path(environment.id), results=rows)
-
-    other_machine = replace(ENV, id="cpu-other", cpu="Xeon")
-    older = replace(other_machine, id="cpu-older", transformers="5.0")
+    """Each side carries its own prediction (one simulator's): those decide, and the history, which says the
+    opposite here, is not consulted. Tensors of 5,000,000 bytes on both sides make the shift the machines';
+    5,000,000 before and 5,050,000 after (+1.0 %) leave it open."""
     for moved in (False, True):
-        peaks = {(row, "5.0"): 1000 for row in ids} | {(row, "5.24"): 1000 if moved else 1010 for row in ids}
-        history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(), steps=(),
-                                 seconds="1 s", first="5.0", last="5.24", peaks=peaks)
-        context = build_versions(side(ENV, 10_000_000, 5_050_000 if moved else 5_000_000),
-                                 [side(older, 11_000_000, 5_000_000), side(other_machine, 10_800_000, 5_000_000)],
-                                 history)
-        page = render_page("versions", context)["versions.md"]
+        page = _shift_page(1000 if moved else 1010, (5_050_000 if moved else 5_000_000, 5_000_000))
         assert "every recorded release" not in page
         assert ("both sides' simulated tensors of these 3 rows, one simulator's, are identical to the byte"
                 in page) is not moved

@@ -79,3 +79,27 @@ def test_a_few_rows_measured_later_elsewhere_do_not_take_the_article_from_a_full
     assert max(r.measured_at for r in low_bit.results) > max(r.measured_at for r in article.results)
     assert not holds_default_matrix(low_bit) and holds_default_matrix(article)
     assert article.environment != section.environment
+
+
+def test_the_stacked_bars_split_each_row_by_its_simulation_and_its_measurement() -> None:
+    """Each bar is the row's simulated split at its tensor peak (weights less the quantization constants, the
+    constants, gradients, optimizer state, activations), then what the measured net peak held beyond the tensors;
+    a 4-bit row's constants are its own slice, and every bar sums to the larger of its net and tensor peaks."""
+    from generator.report.charts import low_bit_chart
+
+    section, results = _section_and_results()
+    spec = low_bit_chart(section).to_dict()
+    records = spec["data"].get("values") or spec["datasets"][spec["data"]["name"]]
+    bars: dict[str, dict[str, float]] = {}
+    for record in records:
+        bars.setdefault(record["row"], {})[record["component"]] = record["MiB"]
+    assert len(bars) == len({(r.model, name) for r in section.rows for name in (r.row, r.against)})
+    for (model, row_id), result in results.items():
+        bar, found = bars.get(f"{model} {row_id}"), result.prediction
+        if bar is None or found is None:
+            continue
+        net, tensor = result.summary.net_peak_bytes, found.tensor_peak_bytes
+        assert abs(sum(bar.values()) * 2**20 - max(net, tensor)) < 1, row_id
+        assert abs(bar.get("quantization constants", 0) * 2**20 - found.quantization_bytes) < 1, row_id
+        assert abs(bar["weights"] * 2**20 - (found.weights_bytes - found.quantization_bytes)) < 1, row_id
+        assert ("quantization constants" in bar) == bool(result.row.quantization), row_id

@@ -13,12 +13,13 @@ from generator.matrix import DEFAULT_ALLOCATOR, parse_row
 from generator.report.article import PageContext
 from generator.report.fit_page import AccuracyPoint
 from generator.report.history import HistoryContext
+from generator.report.low_bit import LowBitSection
 from generator.report.versions import VersionsContext
 from generator.report.views import RowView
 from generator.units import MIB
 
-COMPONENT_ORDER = ["weights", "gradients", "AdamW state", "activations", "kept by the allocator",
-                   "activations and the rest"]
+COMPONENT_ORDER = ["weights", "quantization constants", "gradients", "AdamW state", "activations",
+                   "kept by the allocator", "activations and the rest"]
 # Each colour as (light page, dark page): every mark and every text at least 4.5:1 against the page's background
 # in its scheme (#fdfdfc and #15171a in templates/style.css). The SVG is drawn in the light colours and carries a
 # prefers-color-scheme rule that swaps each for its dark twin (dark_scheme_style below).
@@ -74,6 +75,35 @@ def memory_by_row(context: PageContext) -> alt.Chart:
                         legend=alt.Legend(orient="bottom", columns=1)),
         order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
     ).properties(width=200)
+
+
+def low_bit_chart(section: LowBitSection) -> alt.Chart:
+    """A stacked bar per bitsandbytes row and per row it changes: the simulated weights (the 4-bit layers
+    packed) and their quantization constants, gradients, optimizer state and activations, then what the process
+    held beyond its tensors."""
+    records, labels = [], {}
+    for row in section.rows:
+        for row_id, parts in ((row.row, row.split), (row.against, row.against_split)):
+            key = f"{row.model} {row_id}"
+            if key in labels or not parts:
+                continue
+            # the model, the row's shape, its options: three short lines, since a browser's font runs longer
+            pieces = parse_row(row_id).with_allocator(DEFAULT_ALLOCATOR).id.split("-", 3)
+            labels[key] = [row.model, "-".join(pieces[:3]), *pieces[3:]]
+            records += [{"row": key, "component": name, "MiB": n_bytes / MIB, "order": COMPONENT_ORDER.index(name)}
+                        for name, n_bytes in parts]
+    models = ", ".join(dict.fromkeys(row.model for row in section.rows))
+    title = alt.TitleParams("Where the bitsandbytes rows' peaks go", subtitleColor=INK, subtitleFontSize=14,
+                            subtitle=[models, f"measured on {section.cpu.split(' (')[0]}", f"under {section.allocator}",
+                                      "net peak: the simulated split,", "then what the allocator kept"])
+    return alt.Chart(alt.Data(values=records), title=title).mark_bar().encode(
+        y=alt.Y("row:N", sort=list(labels), title=None, scale=alt.Scale(paddingInner=0.4),
+                axis=alt.Axis(labelExpr=f"{json.dumps(labels)}[datum.label]", labelLineHeight=15, labelLimit=0)),
+        x=alt.X("sum(MiB):Q", title="net peak, MiB", axis=alt.Axis(tickCount=3)),
+        color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
+                        legend=alt.Legend(orient="bottom", columns=1)),
+        order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
+    ).properties(width=170, height={"step": 48})
 
 
 def _split(row: RowView) -> list[tuple[str, int]]:
@@ -290,4 +320,6 @@ def render_svgs(context: PageContext) -> dict[str, str]:
     """Every chart as SVG text, keyed by its file name."""
     charts = {"memory-by-row.svg": memory_by_row(context), "peak-vs-tokens.svg": peak_vs_tokens(context),
               "fixes.svg": fixes(context), "two-steps.svg": two_steps(context)}
+    if context.low_bit is not None:
+        charts["low-bit.svg"] = low_bit_chart(context.low_bit)
     return {name: to_svg(chart) for name, chart in charts.items()}

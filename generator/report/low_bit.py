@@ -35,6 +35,8 @@ class LowBitRow:
     predicted: Figure | None  # out of sample: the process model fitted on the other models' rows
     error_share: float | None  # its error against the measured median
     error: str
+    split: tuple[tuple[str, int], ...] = ()  # the simulated split at its tensor peak, then what the allocator kept
+    against_split: tuple[tuple[str, int], ...] = ()  # the same for the row without the change
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,21 @@ def _weights(result: RowResult) -> str:
     return format_mib(found.weights_bytes) + constants
 
 
+def split(result: RowResult) -> tuple[tuple[str, int], ...]:
+    """A measured row's net peak in slices, from its simulation: weights (the 4-bit layers packed), the
+    quantization constants that undo them, gradients, optimizer state and activations at the tensor peak, then
+    what the process held beyond the tensors; () where the row carries no simulation."""
+    found = result.prediction
+    if found is None:
+        return ()
+    constants = found.quantization_bytes
+    parts = [("weights", found.weights_bytes - constants), ("quantization constants", constants),
+             ("gradients", found.gradients_bytes), ("AdamW state", found.optimizer_bytes),
+             ("activations", found.activations_bytes),
+             ("kept by the allocator", max(result.summary.net_peak_bytes - found.tensor_peak_bytes, 0))]
+    return tuple((name, n_bytes) for name, n_bytes in parts if n_bytes)
+
+
 def _rows(results: list[RowResult]) -> list[LowBitRow]:
     finished = {(r.model.name, r.row): r for r in results if r.finished}
     allocators = {r.row.allocator for r in finished.values() if r.row.quantization or r.row.optimizer != "adamw"}
@@ -100,7 +117,8 @@ def _rows(results: list[RowResult]) -> list[LowBitRow]:
             step_seconds=steps_text(result), against_step_seconds=steps_text(other),
             allocator=row.allocator, weights=_weights(result), predicted=figure(predicted) if predicted else None,
             error_share=predicted / net - 1 if predicted else None,
-            error=signed_percent(predicted / net - 1) if predicted else "–"))
+            error=signed_percent(predicted / net - 1) if predicted else "–",
+            split=split(result), against_split=split(other)))
     return out
 
 
