@@ -1,7 +1,7 @@
 """One definition of a row's work, driven by two callers through a phase callback:
 
-- the worker (generator/worker.py), with real tensors, whose callback reads the process's peak;
-- the simulator (generator/simulate.py), with fake tensors, whose callback reads the live tensor storages.
+- the worker (generator/measure/worker.py), with real tensors, whose callback reads the process's peak;
+- the simulator (generator/predict/simulate.py), with fake tensors, whose callback reads the live tensor storages.
 
 ``prepare`` turns a built model into the row's model, optimizer and batch; ``run_steps`` runs the row's two
 steps, calling ``on_phase(name)`` as each phase begins: forward, backward and optimizer for step 1, then

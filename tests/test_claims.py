@@ -197,7 +197,7 @@ def test_the_site_charts_name_their_model_machine_and_basis_too() -> None:
 
     from test_mutation_figures import ENV
 
-    from generator.report import charts
+    from generator.report import page_charts
     from generator.report.fit_page import AccuracyPoint
     from generator.report.history import HistoryContext
     from generator.report.versions import build_versions
@@ -209,17 +209,18 @@ def test_the_site_charts_name_their_model_machine_and_basis_too() -> None:
 
     for other, across in ((replace(ENV, id="cpu-older", transformers="5.0"), False),
                           (replace(ENV, id="cpu-elsewhere", cpu="Xeon", transformers="5.0"), True)):
-        subtitle = charts.versions_chart(build_versions(side(ENV, 10_000_000), [side(other, 11_000_000)])).to_dict()
+        chart = page_charts.versions_chart(build_versions(side(ENV, 10_000_000), [side(other, 11_000_000)]))
+        subtitle = chart.to_dict()
         subtitle = (subtitle.get("title") or subtitle["layer"][0]["title"])["subtitle"]
         assert subtitle[0] == "tiny" and "net peak" in subtitle[2], subtitle
         assert ("machine its table names" in subtitle[1]) is across, subtitle
     history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(("train-b1-s256", "5.0", 1.0),),
                              steps=(), seconds="1 s", first="5.0", last="5.24", step_text="1 %")
-    subtitle = charts.history_chart(history).to_dict()["title"]["subtitle"]
+    subtitle = page_charts.history_chart(history).to_dict()["title"]["subtitle"]
     assert subtitle[0] == "tiny" and "simulated tensor peaks" in subtitle[1] and "no machine" in subtitle[1]
     point = AccuracyPoint(model="tiny", row="train-b1-s256", allocator="glibc", measured=10.0, low=9.0, high=11.0,
                           predicted=10.5, held_out=True)
-    subtitle = charts.accuracy_chart((point,), 0.05, "EPYC").to_dict()["title"]["subtitle"]
+    subtitle = page_charts.accuracy_chart((point,), 0.05, "EPYC").to_dict()["title"]["subtitle"]
     assert subtitle[0] == "net peaks measured on EPYC" and "out of sample" in subtitle[1]
 
 

@@ -148,3 +148,23 @@ def test_one_build_loads_each_result_file_once(tmp_path: Path, monkeypatch: pyte
     files = [p for p in (REPO / "measurements").rglob("*.toml")
              if not p.name.startswith("_") and not p.parent.name.startswith("_")]  # side files and folders
     assert sorted(loads) == sorted(files)
+
+
+@pytest.mark.parametrize("name", sorted(LEVELS))
+def test_each_stage_docstring_names_every_module_of_the_stage(name: str) -> None:
+    """The map a newcomer reads first: a stage's __init__ docstring names each of its modules as ``module``."""
+    folder = PACKAGE / name
+    docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    missing = [path.stem for path in sorted(folder.glob("*.py"))
+               if path.stem != "__init__" and f"``{path.stem}``" not in docstring]
+    assert missing == [], f"generator/{name}/__init__.py does not name {missing}"
+
+
+def test_the_paths_the_code_names_exist() -> None:
+    """Every generator/… or tests/… file a docstring or comment names is there."""
+    import re
+
+    stale = [f"{path.relative_to(REPO)} names {named}" for path in PACKAGE.rglob("*.py")
+             for named in re.findall(r"\b((?:generator|tests)/[\w/]+\.py)\b", path.read_text())
+             if not (REPO / named).is_file()]
+    assert stale == []

@@ -3,5 +3,9 @@
 - ``simulate``: one row's tensor memory; ``rows``: the `predict` command's rows, rendering and --record.
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text, JSON and --confirm.
 - ``benchmark``: predict's own speed and memory, recorded.
+- ``cuda_allocator``: the CUDA caching allocator replayed over a simulation's allocations; ``sharding``: one
+  card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the real run does it.
+- ``curves``: the site's simulated curves; ``parallel``: simulations side by side; ``history``: tensor peaks
+  under the installed release; ``refresh``: what a page still needs after `measure`.
 
 It imports measure (for --confirm and the environment), the store and the core; never report."""

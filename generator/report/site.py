@@ -8,11 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from generator.report.article import OtherModel, PageContext, build_context
-from generator.report.charts import accuracy_chart, history_chart, machine_of, render_svgs, to_svg, versions_chart
+from generator.report.charts import machine_of, render_svgs, to_svg
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.history import history_context
 from generator.report.low_bit import low_bit_section
 from generator.report.output import check_output, write_site
+from generator.report.page_charts import accuracy_chart, history_chart, versions_chart
 from generator.report.render import render_markdown, render_page
 from generator.report.sharded import sharded_section
 from generator.report.versions import VersionsContext, build_versions
