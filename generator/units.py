@@ -96,6 +96,12 @@ def mib_range(low: int, high: int) -> str:
     return f"{mib(low):,.0f}–{mib(high):,.0f}"
 
 
+def mib_spread(low: int, high: int, two: bool) -> str:
+    """The repeats' lowest and highest, in MiB, without the unit: with exactly two repeats both ('616 and 620'),
+    since their median is only their midpoint; otherwise their range ('6,483–6,688')."""
+    return f"{mib(low):,.0f} and {mib(high):,.0f}" if two else mib_range(low, high)
+
+
 def format_size(n_bytes: int) -> str:
     """Pick MiB or GiB for a one-off figure such as a memory cap."""
     return format_gib(n_bytes, 2) if n_bytes >= GIB else format_mib(n_bytes)

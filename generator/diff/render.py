@@ -12,7 +12,7 @@ from rich.text import Text
 
 from generator.diff.compare import Comparison, RowDiff, Side, signed_size
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
-from generator.units import format_mib, mib, mib_range, signed_mib, signed_percent
+from generator.units import format_mib, mib_spread, signed_mib, signed_percent
 
 COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict",
            "tensors (exact)")
@@ -23,9 +23,7 @@ def _net(side: Side | None) -> str:
         return "–"
     if side.status != "ok":
         return side.status.upper()
-    if side.repeats == 2:  # their median is only their midpoint: both are shown
-        return f"{format_mib(side.net_bytes)} ({mib(side.min_bytes):,.0f} and {mib(side.max_bytes):,.0f})"
-    spread = f" ({mib_range(side.min_bytes, side.max_bytes)})" if side.repeats > 1 else ""
+    spread = f" ({mib_spread(side.min_bytes, side.max_bytes, side.repeats == 2)})" if side.repeats > 1 else ""
     return f"{format_mib(side.net_bytes)}{spread}"
 
 

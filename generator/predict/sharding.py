@@ -77,18 +77,20 @@ def whole_units(model: Any, row: RowSpec) -> dict[str, int]:
     """What a card holds in full beside its shards: under ZeRO-3 or FSDP the weights of its two largest units
     (the decoder layers, and the root that holds the rest); where gradients are sharded, the gradients of its
     largest unit, made whole by backward before their reduce-scatter. Nothing for what is not sharded."""
-    def size(parameters: Any, trainable: bool = False) -> int:
-        unique = {id(p): p for p in parameters if p.requires_grad or not trainable}.values()
-        return sum(p.numel() * p.element_size() if trainable else p.untyped_storage().nbytes() for p in unique)
+    def weights(unit: list[Any]) -> int:  # as stored: a 4-bit layer's packed storage
+        return sum(p.untyped_storage().nbytes() for p in {id(p): p for p in unit}.values())
+
+    def gradients(unit: list[Any]) -> int:  # one of the parameter's own dtype for each trainable parameter
+        return sum(p.numel() * p.element_size() for p in {id(p): p for p in unit if p.requires_grad}.values())
 
     layers = _wrapped_units(model)
     inside = {id(p) for layer in layers for p in layer.parameters()}
     units = [list(layer.parameters()) for layer in layers] + [[p for p in model.parameters() if id(p) not in inside]]
     found = {}
     if "weights" in row.sharded_kinds:
-        found["weights"] = sum(sorted(size(unit) for unit in units)[-2:])
+        found["weights"] = sum(sorted(weights(unit) for unit in units)[-2:])
     if "gradients" in row.sharded_kinds:
-        found["gradients"] = max(size(unit, trainable=True) for unit in units)
+        found["gradients"] = max(gradients(unit) for unit in units)
     return found
 
 

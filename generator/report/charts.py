@@ -91,7 +91,7 @@ def low_bit_chart(section: LowBitSection) -> alt.Chart:
                         for name, n_bytes in parts]
     models = ", ".join(dict.fromkeys(row.model for row in section.rows))
     title = alt.TitleParams("Where the bitsandbytes rows' peaks go", subtitleColor=INK, subtitleFontSize=14,
-                            subtitle=[models, f"measured on {section.cpu.split(' (')[0]}", f"under {section.allocator}",
+                            subtitle=[models, f"measured on {section.machine}", f"under {section.allocator}",
                                       "net peak: the simulated split,", "then what the allocator kept"])
     return alt.Chart(alt.Data(values=records), title=title).mark_bar().encode(
         y=alt.Y("row:N", sort=list(labels), title=None, scale=alt.Scale(paddingInner=0.4),

@@ -45,7 +45,8 @@ class LowBitSection:
 
     environment: str
     elsewhere: bool  # measured in another environment than the article's
-    cpu: str
+    cpu: str  # the CPU with its features, as the section's text names it
+    machine: str  # the CPU alone, as its chart names it
     allocator: str
     rows: tuple[LowBitRow, ...]
     worst_error: str  # the largest out-of-sample error of these rows, as a share
@@ -136,6 +137,7 @@ def low_bit_section(environments: list[list[RowResult]], article: str = "") -> L
     return LowBitSection(
         environment=environment.id, elsewhere=environment.id != article,
         cpu=environment.cpu + (f" ({environment.cpu_features})" if environment.cpu_features else ""),
+        machine=environment.cpu,
         allocator=", ".join(sorted({r.allocator for r in rows})), rows=tuple(rows),
         worst_error=signed_percent(max(errors, key=abs)) if errors else "–",
         within=sum(abs(e) <= WITHIN for e in errors), within_text=f"{WITHIN:.0%}".replace("%", " %"),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from generator.budget import ProcessModel, fixed_costs, weight_bytes
 from generator.matrix import DEFAULT_ALLOCATOR, RowSpec
 from generator.store.records import RowResult, Summary
-from generator.units import format_mib, mib, mib_range, signed_percent
+from generator.units import format_mib, mib_spread, signed_percent
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
                 "optimizer": "optimizer step 1", "decode": "decode (step 1)", "step2": "step 2"}
@@ -198,7 +198,7 @@ def spread_text(summary: Summary, pair: bool) -> str:
     """The repeats' lowest and highest net peak; with two repeats, both ('616 and 620 MiB'), since their median
     is only their midpoint."""
     low, high = summary.net_peak_min_bytes, summary.net_peak_max_bytes
-    return f"{mib(low):,.0f} and {mib(high):,.0f} MiB" if pair else f"{mib_range(low, high)} MiB"
+    return f"{mib_spread(low, high, pair)} MiB"
 
 
 def time_text(result: RowResult) -> str:
