@@ -145,29 +145,52 @@ def inference_pass(prepared: Prepared, step: int, on_phase: PhaseCallback) -> No
 
 
 def generate_pass(prepared: Prepared, step: int, on_phase: PhaseCallback, new_tokens: int) -> None:
-    """Greedy generation with the KV cache, written out rather than through generate(), so that the same
-    code runs on fake tensors: the prompt in one forward pass, then one token at a time."""
+    """Greedy generation with the KV cache as generate() runs it, written out so that the same code runs on
+    fake tensors: the prompt in one forward pass that keeps only the last position's logits, then one token at
+    a time. Like generate(), each step copies the last position's logits to fp32 (what it picks the token from)
+    and drops the forward's output before the next forward, so that copy is what lives across it."""
     import torch
 
-    name = cache_argument(prepared.model)
+    name, keep = cache_argument(prepared.model), last_logits_argument(prepared.model)
     on_phase("forward" if step == 1 else f"step{step}")
     with torch.no_grad():
-        output = prepared.model(input_ids=prepared.batch, use_cache=True)
+        cache, logits, token = _next_token(prepared.model(input_ids=prepared.batch, use_cache=True, **keep), name)
         if step == 1:
             on_phase("decode")
-        cache, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
-        del output  # the prompt's logits: a real loop keeps only the last position
-        for _ in range(new_tokens - 1):
-            output = prepared.model(input_ids=token, use_cache=True, **{name: cache})
-            cache, token = getattr(output, name), output.logits[:, -1:].argmax(-1)
-            del output
+        for _ in range(new_tokens - 1):  # the last new token needs no forward pass of its own
+            cache, logits, token = _next_token(
+                prepared.model(input_ids=token, use_cache=True, **keep, **{name: cache}), name)
+    del cache, logits
+
+
+def _next_token(output: Any, name: str) -> tuple[Any, Any, Any]:
+    """What generate() keeps of a forward pass: the cache, an fp32 copy of the last position's logits (what
+    it picks the token from, alive across the next pass) and the greedy token; the output itself is dropped."""
+    import torch
+
+    logits = output.logits[:, -1].to(copy=True, dtype=torch.float32)
+    return getattr(output, name), logits, logits.argmax(-1, keepdim=True)
+
+
+def _forward_parameters(model: Any) -> Any:
+    """The parameters of the causal LM's own forward (a peft model's base model's, as generate() reads them)."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return inspect.signature(base.forward).parameters
+
+
+def last_logits_argument(model: Any) -> dict[str, int]:
+    """What generate() passes so that a forward pass computes the last position's logits only:
+    logits_to_keep=1 (transformers 4.50 on), num_logits_to_keep=1 (4.45 to 4.49). Before that generate()
+    passed nothing, and the prompt's pass computed every position's logits, so nothing is passed here either."""
+    parameters = _forward_parameters(model)
+    return next(({name: 1} for name in ("logits_to_keep", "num_logits_to_keep") if name in parameters), {})
 
 
 def cache_argument(model: Any) -> str:
     """What the installed transformers calls the KV cache: `cache` from 5.2x on, `past_key_values` before."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
 
 
 def run_steps(row: RowSpec, prepared: Prepared, on_phase: PhaseCallback,

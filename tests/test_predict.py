@@ -139,3 +139,30 @@ def test_gpt2s_conv1d_layers_take_a_4bit_base_as_the_real_run_does() -> None:
     assert simulated.quantization_bytes > 0 and simulated.weights_bytes < plain.weights_bytes
     peak, phases = _real_tensor_peaks("train-b2-s32-bf16-nf4-lora8", gpt2)
     assert simulated.tensor_peak_bytes == peak and dict(simulated.phase_peak_bytes) == phases
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_generation_peak_by_hand_keeps_one_position_of_prompt_logits(dtype: str) -> None:
+    """generate() passes logits_to_keep=1, so the prompt's pass keeps one position's logits, and each step
+    copies that position to fp32. The decode phase, counted by hand from the tiny config: the weights and the
+    tokens, the KV cache at its full length, the fp32 copy of one position's logits, and one decode step's
+    temporaries (at most the growing layer's keys and values twice over while torch.cat copies them, the
+    MLP's few vectors, and the forward's own one-position logits). Keeping every prompt position's logits, as
+    the prompt's pass once did, adds batch × length × vocabulary × 4 bytes and fails this."""
+    batch, length, new, dtype_bytes = 2, 64, 4, {"fp32": 4, "bf16": 2}[dtype]
+    hidden, intermediate, vocab, layers, kv_heads, head_dim = 64, 128, 1024, 2, 2, 64 // 4
+    row = parse_row(f"gen-b{batch}-s{length}-n{new}" + ("-bf16" if dtype == "bf16" else ""))
+    simulated = simulate(row, resolve_model(str(TINY_MODEL)))
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate + 2 * hidden
+    weights = (vocab * hidden + layers * per_layer + hidden) * dtype_bytes  # tied head, two norms a layer
+    assert simulated.weights_bytes == weights
+    tokens = batch * length * 8
+    cached = length + new - 1  # the last new token needs no forward pass, so it never enters the cache
+    kv_cache = layers * 2 * batch * kv_heads * head_dim * cached * dtype_bytes
+    last_logits = batch * vocab * 4
+    floor = weights + tokens + kv_cache + last_logits
+    one_layer_kv = 2 * batch * kv_heads * head_dim * cached * dtype_bytes
+    temporaries = 2 * one_layer_kv + 4 * batch * intermediate * 4 + batch * vocab * dtype_bytes
+    decode = simulated.phase_peak_bytes["decode"]
+    assert floor <= decode <= floor + temporaries, (decode - floor, temporaries)
+    assert batch * length * vocab * 4 > temporaries  # so the whole prompt's logits could not hide in the margin

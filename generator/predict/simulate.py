@@ -34,7 +34,9 @@ from generator.store.simulations import SimulationKey
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 # The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
 # made. "the real run's mask path": since sequences_unpacked (before it, GQA models were overcounted).
-METHOD = "FakeTensorMode, live tensor storages, the real run's mask path"
+# "generate()'s last-position logits": since generation keeps one position of the prompt's logits, as generate()
+# does (before it, every prompt position's logits were kept, 2.6x too cautious for a large vocabulary).
+METHOD = "FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits"
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
 SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.cuda_allocator", "generator.steps",
                      "generator.predict.fake_friendly",
