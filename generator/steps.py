@@ -30,6 +30,9 @@ class Prepared:
     optimizer: Any  # torch.optim.AdamW, or None for inference
     batch: Any  # a LongTensor of token ids, batch × length
     lora_targets: tuple[str, ...] = ()
+    # the step's autocast, given whether it is on; None: torch's own for the batch's device. The simulation of a
+    # GPU's program gives CUDA's here (generator/predict/cuda_program.py).
+    autocast: Callable[[bool], Any] | None = None
 
 
 # Architectures peft names no default for, with the attention projections LoRA usually adapts in them:
@@ -118,6 +121,8 @@ def _autocast(prepared: Prepared, enabled: bool) -> Any:
     """bf16 autocast for mixed-precision rows (fp32 weights and AdamW state, bf16 compute), else nothing."""
     import torch
 
+    if prepared.autocast is not None:
+        return prepared.autocast(enabled)
     return torch.autocast(prepared.batch.device.type, dtype=torch.bfloat16, enabled=enabled)
 
 

@@ -759,10 +759,10 @@ def test_each_target_adds_its_own_overhead() -> None:
     assert fit_search.expected_peak(predicted, model, "gpu-expandable") == 2000 + CUDA_CONTEXT_BYTES
     assert fit_search.overhead_text(model, "cpu") == model.describe()
     assert fit_search.overhead_text(model, "gpu") == (
-        "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance (512 MiB); simulated, "
+        "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance (338 MiB); simulated, "
         "not validated on a device")
     assert fit_search.overhead_text(model, "gpu-expandable").startswith(
-        "the caching allocator's reserve with expandable segments (simulated) plus the context (512 MiB)")
+        "the caching allocator's reserve with expandable segments (simulated) plus the context (338 MiB)")
 
 
 def test_the_predictor_counts_the_base_models_parameters() -> None:

@@ -17,6 +17,7 @@ from generator.predict import parallel
 from generator.predict.simulate import simulate_kept
 from generator.store.fit_table import FitAnswer
 from generator.store.records import Prediction
+from generator.units import format_mib
 
 DEFAULT_MARGIN = 0.10
 TARGETS = {  # where a budget lives -> what is added to the simulated tensors
@@ -40,7 +41,7 @@ def overhead_text(model: ProcessModel, target: str) -> str:
     """What the answers add to the tensors, in words."""
     if target == "cpu":
         return model.describe()
-    return f"{TARGETS[target]} ({CUDA_CONTEXT_BYTES // 2**20} MiB); simulated, not validated on a device"
+    return f"{TARGETS[target]} ({format_mib(CUDA_CONTEXT_BYTES)}); simulated, not validated on a device"
 
 
 class Predictor:

@@ -7,6 +7,7 @@ phase that sets it, and how the peak splits into weights, gradients, AdamW state
 temporaries. Gradients are recognised as they are accumulated, AdamW's moments once a step has made them;
 buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
 
+import contextlib
 import time
 import weakref
 from typing import Any
@@ -16,6 +17,7 @@ from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict.cuda_allocator import replay
+from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
 from generator.predict.fake_friendly import (
     bitsandbytes_cpu_updates,
     bitsandbytes_fake_friendly,
@@ -36,10 +38,13 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 # made. "the real run's mask path": since sequences_unpacked (before it, GQA models were overcounted).
 # "generate()'s last-position logits": since generation keeps one position of the prompt's logits, as generate()
 # does (before it, every prompt position's logits were kept, 2.6x too cautious for a large vocabulary).
-METHOD = "FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits"
+# "CUDA's program for GPU figures": since the GPU reserve replays a simulation of what CUDA runs (its SDPA backend,
+# its autocast lists, bitsandbytes' fused update); before it, the CPU's program stood in for it.
+METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
+          "CUDA's program for GPU figures")
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
 SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.cuda_allocator", "generator.steps",
-                     "generator.predict.fake_friendly",
+                     "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
 
@@ -143,13 +148,14 @@ def _has_experts(model: Any) -> bool:
     return any(hasattr(module, "num_experts") for module in model.modules())
 
 
-def simulate(row: RowSpec, source: ModelSource) -> Prediction:
-    """Build the model from its config under FakeTensorMode and run the row's steps, tracking storages."""
+def _run(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTracker, Prepared, bool]:
+    """Build the model from its config under FakeTensorMode and run the row's steps as the program runs them
+    (generator/predict/cuda_program.py), tracking storages. Returns the tracker, the prepared row, and whether
+    the experts went through transformers' fallback op."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import AutoModelForCausalLM
 
-    started = time.perf_counter()
     tracker, fake = StorageTracker(), FakeTensorMode()
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
         try:
@@ -160,27 +166,46 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
                              f"({one_line_error(error)})") from None
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
-    with (fake, bitsandbytes_cpu_updates(row), tracker.mode(), experts_fake_friendly(row.dtype) as rerouted,
-          sequences_unpacked(), bitsandbytes_fake_friendly(row, fake)):
+    prepared.autocast = cuda_autocast if program.autocast else None
+    with (fake, contextlib.nullcontext() if program.fused_update else bitsandbytes_cpu_updates(row), tracker.mode(),
+          experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
+          cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
         _watch(tracker, prepared)
         run_steps(row, prepared, tracker.enter)
     tracker.finish()
+    return tracker, prepared, rerouted
+
+
+def simulate(row: RowSpec, source: ModelSource) -> Prediction:
+    """The row's steps twice: as the CPU runs them (the tensor peak and its split, the CPU's figures) and as a
+    GPU runs them (the CUDA program's tensor peak, replayed through the caching allocator's rules)."""
+    started = time.perf_counter()
+    tracker, prepared, rerouted = _run(row, source, CPU)
+    on_gpu, _, _ = _run(row, source, CUDA)
     method = METHOD + (FALLBACK_EXPERTS if rerouted and _has_experts(prepared.model) else "")
-    return _prediction(tracker, prepared, row, method, time.perf_counter() - started)
+    return _prediction(tracker, on_gpu, prepared, row, method, time.perf_counter() - started)
 
 
-def _prediction(tracker: StorageTracker, prepared: Prepared, row: RowSpec, method: str, seconds: float) -> Prediction:
+def _card(tracker: StorageTracker, prepared: Prepared, row: RowSpec) -> tuple[int, str, dict, dict, list]:
     """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py)."""
-    peak, phase, split, phases, events = (tracker.peak, tracker.peak_phase, tracker.peak_split,
-                                          tracker.phase_peaks, tracker.events)
     if row.sharding:
         card = per_card(tracker, row, whole_units(prepared.model, row))
-        peak, phase, split, phases, events = card.peak, card.phase, card.split, card.phase_peaks, card.events
+        return card.peak, card.phase, card.split, card.phase_peaks, card.events
+    return tracker.peak, tracker.peak_phase, tracker.peak_split, tracker.phase_peaks, tracker.events
+
+
+def _prediction(tracker: StorageTracker, on_gpu: StorageTracker, prepared: Prepared, row: RowSpec, method: str,
+                seconds: float) -> Prediction:
+    """The CPU program's figures, and the GPU program's tensor peak and simulated reserves."""
+    peak, phase, split, phases, _ = _card(tracker, prepared, row)
+    gpu_peak, gpu_phase, _, _, gpu_events = _card(on_gpu, prepared, row)
+    if row.sharding:
         method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
     parameters = list(prepared.model.parameters())
     return Prediction(
-        cuda_reserved_bytes=replay(events).peak_reserved,
-        cuda_expandable_bytes=replay(events, expandable=True).peak_reserved,
+        cuda_reserved_bytes=replay(gpu_events).peak_reserved,
+        cuda_expandable_bytes=replay(gpu_events, expandable=True).peak_reserved,
+        cuda_tensor_peak_bytes=gpu_peak, cuda_phase=gpu_phase,
         tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
         gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
         activations_bytes=split["activations"], phase_peak_bytes=dict(phases),

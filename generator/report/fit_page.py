@@ -7,7 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from generator.budget import CUDA_CONTEXT_BYTES, EXAMPLE_CARD_BYTES, ProcessModel, cuda_rules, largest_batch
+from generator.budget import (
+    CUDA_CONTEXT_BYTES,
+    EXAMPLE_CARD_BYTES,
+    ProcessModel,
+    context_allowance_source,
+    cuda_rules,
+    largest_batch,
+)
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
@@ -115,6 +122,7 @@ class FitPageContext:
     gpu_margin_text: str = ""
     cpu_margin_text: str = ""
     context_allowance: str = ""
+    context_source: str = ""
     gpu_rules: str = ""
     within_text: str = ""  # the error the accuracy counts rows within: '5 %'
     accuracy: tuple[AllocatorAccuracy, ...] = ()
@@ -260,7 +268,8 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           gpu_margin_text=percent(SITE_MARGIN),
                           cpu_margin_text=percent(cpu_margin) + (" (the band validated below)" if validated
                                                                  else " (no band validated: one model measured)"),
-                          context_allowance=format_mib(CUDA_CONTEXT_BYTES), gpu_rules=cuda_rules(),
+                          context_allowance=format_mib(CUDA_CONTEXT_BYTES), context_source=context_allowance_source(),
+                          gpu_rules=cuda_rules(),
                           within_text=percent(WITHIN), accuracy=checked, missing=missing,
                           simulated_in=table.environment if table else "", points=accuracy_points(judged),
                           first=first_lines([answer for budget, answer in answers if budget.target == "gpu"

@@ -72,7 +72,7 @@ def to_toml(result: RowResult) -> str:
 # Coordinates and figures added after files were first written, left out where they hold their default, so
 # that a row without them writes the file it wrote before they existed (and reads back the same).
 LATER_ROW_KEYS = {"quantization": "", "optimizer": DEFAULT_OPTIMIZER, "sharding": "", "gpus": 1}
-LATER_PREDICTION_KEYS = {"quantization_bytes": 0}
+LATER_PREDICTION_KEYS = {"quantization_bytes": 0, "cuda_tensor_peak_bytes": 0, "cuda_phase": ""}
 
 
 def _without_defaults(table: dict, defaults: dict) -> dict:

@@ -162,6 +162,11 @@ class Prediction:
     # cuda_allocator.py): the bytes it would reserve, with fixed and with expandable segments. Simulated.
     cuda_reserved_bytes: int = 0
     cuda_expandable_bytes: int = 0
+    # The tensor peak of the GPU's program (generator/predict/cuda_program.py: CUDA's SDPA backend, its autocast
+    # lists, bitsandbytes' fused update), whose allocations the two reserves above replay, and its phase.
+    # 0 and '' in predictions made before it, whose reserves replayed the CPU's program.
+    cuda_tensor_peak_bytes: int = 0
+    cuda_phase: str = ""
     # Of the weights, what undoes a 4-bit base's quantization (block scales, their scales, maps, offsets),
     # from the real quantized storages; 0 for a base in its dtype.
     quantization_bytes: int = 0
