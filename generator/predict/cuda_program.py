@@ -16,7 +16,9 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
 2. **CUDA autocast's op lists** (``aten/src/ATen/autocast_mode.h``): the model's calls of listed functions get
    CUDA's casts (matrix products to bf16; pow, rsqrt, exp, norms, losses to fp32; softmax, sum and cumsum with
    an fp32 result; promotion for the rest of the list), with the CPU's autocast kernels kept out of the call.
-   As autocast does, a weight's cast is made once per autocast region and kept until the region ends.
+   As autocast does, a weight's cast is made once per autocast region and kept until the region ends. (A
+   forward that gradient checkpointing recomputes in backward gets the CPU's lists: no function mode is on
+   there. No set-up the site answers combines the two.)
 3. **bitsandbytes' 8-bit optimizer update** is CUDA's fused kernel, in place, with none of the CPU update's
    fp32 temporaries (generator/predict/fake_friendly.py ``bitsandbytes_cpu_updates`` is the CPU's program)."""
 
@@ -155,16 +157,10 @@ def autocast_arguments(name: str, args: tuple, kwargs: dict, dtype: Any, cache: 
     return args, kwargs
 
 
-def _modes(dtype: Any) -> tuple[Any, Any]:
-    """The two function modes: CUDA's SDPA, and CUDA autocast for the calls made while autocast is on."""
+def _autocast_mode(dtype: Any) -> Any:
+    """A function mode that gives the calls made while autocast is on CUDA autocast's casts."""
     import torch
     from torch.overrides import TorchFunctionMode
-
-    class Sdpa(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if function_name(func) == "scaled_dot_product_attention":
-                return cuda_sdpa(*args, **(kwargs or {}))
-            return func(*args, **(kwargs or {}))
 
     class Autocast(TorchFunctionMode):
         def __init__(self) -> None:
@@ -180,16 +176,22 @@ def _modes(dtype: Any) -> tuple[Any, Any]:
             with torch._C._ExcludeDispatchKeyGuard(keep_out):  # the CPU's own lists do not apply
                 return func(*args, **kwargs)
 
-    return Sdpa(), Autocast()
+    return Autocast()
 
 
 @contextlib.contextmanager
 def cuda_sdpa_mode() -> Iterator[None]:
-    """SDPA as CUDA runs it, for the whole simulation."""
+    """SDPA as CUDA runs it, for the whole simulation. The function itself is swapped, not intercepted by a
+    function mode: gradient checkpointing recomputes the forward in backward, where no function mode is on."""
     import torch
 
-    with _modes(torch.bfloat16)[0]:
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+    functional.scaled_dot_product_attention = cuda_sdpa
+    try:
         yield
+    finally:
+        functional.scaled_dot_product_attention = original
 
 
 @contextlib.contextmanager
@@ -202,7 +204,7 @@ def cuda_autocast(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    mode = _modes(torch.bfloat16)[1]
+    mode = _autocast_mode(torch.bfloat16)
     with torch.autocast("cpu", dtype=torch.bfloat16), mode:
         yield
     mode.cache.clear()  # as autocast clears its cast cache on leaving its outermost region
