@@ -128,6 +128,17 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def gpu(session: nox.Session) -> None:
+    """The GPU validation kit, on a machine with CUDA: the context, a GPU matrix and the fit page's answers at
+    their batch, each in a fresh process, into measurements/<cuda environment>/ (posargs go to
+    `memory-budget gpu`, e.g. `--models SmolLM2-135M-Instruct --card 16GiB`). torch is MEMORY_BUDGET_GPU_TORCH,
+    by default whatever `pip install torch` gives there (a CUDA build on Linux)."""
+    session.install(os.environ.get("MEMORY_BUDGET_GPU_TORCH", "torch"))
+    session.install("-e", ".[measure]")
+    session.run("memory-budget", "gpu", *session.posargs, success_codes=[0, 1])  # 1: a row failed, and says so
+
+
+@nox.session
 def benchmark(session: nox.Session) -> None:
     """Record the speed and memory of predict and fit into measurements/<environment>/_benchmarks.toml
     (posargs: --only predict|fit, --label TEXT)."""

@@ -1,9 +1,9 @@
-"""The command line: `memory-budget measure | probe | predict | fit | build | diff`.
+"""The command line: `memory-budget measure | probe | predict | fit | build | diff | gpu`.
 
 Arguments are parsed into typed values (``parser``) and handed to the command (``commands``), which imports
 its stage when it runs; ``sharding`` checks fit's --gpus and --sharding and names the set-ups whose library is
-missing. Bad input of any kind is reported as one line on stderr with exit status 2; Ctrl-C
-and SIGTERM end a run cleanly with exit status 130."""
+missing; ``gpu_kit`` is the GPU validation kit. Bad input of any kind is reported as one line on stderr with
+exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
 
 import signal
 import sys

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from importlib.util import find_spec
 
+from generator.cli.gpu_kit import run_gpu
 from generator.cli.parser import UsageError
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
@@ -19,6 +20,7 @@ EXTRAS = {  # what each command imports beyond the core, and the extra that inst
     "predict": ("measure", ("torch", "transformers", "peft")),
     "fit": ("measure", ("torch", "transformers", "peft")),
     "refresh": ("measure", ("torch", "transformers", "peft")),
+    "gpu": ("measure", ("torch", "transformers", "peft")),
     "history": ("measure", ("torch", "transformers")),
     "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
     "cluster": ("cluster", ("submitit",)),
@@ -295,4 +297,4 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,
-            "predict": run_predict, "fit": run_fit, "history": run_history}
+            "predict": run_predict, "fit": run_fit, "history": run_history, "gpu": run_gpu}

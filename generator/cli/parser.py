@@ -5,6 +5,7 @@ import argparse
 import re
 from pathlib import Path
 
+from generator.cli.gpu_kit import add_parser as _gpu
 from generator.diff.compare import parse_threshold
 from generator.matrix import (
     ALLOCATORS,
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memory-budget", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     shared = _parents()
-    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history):
+    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history, _gpu):
         add(commands, shared)
     return parser
 

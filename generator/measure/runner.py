@@ -44,10 +44,15 @@ class Job:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
 
-def job_payload(job: Job) -> dict:
+# How a cap is applied to a GPU row: on the caching allocator, as a share of the card, so that a row measured on
+# a large card answers whether it fits a smaller one (the process itself is not capped).
+GPU_CAP = "torch.cuda.set_per_process_memory_fraction"
+
+
+def job_payload(job: Job, gpu_limit_bytes: int = 0) -> dict:
     """The JSON the worker reads."""
     return {"row": asdict(job.row), "row_id": job.row.id, "model": asdict(job.model), "device": job.device,
-            "spawned_at": time.time()}
+            "spawned_at": time.time(), "gpu_limit_bytes": gpu_limit_bytes}
 
 
 def preload_modules(model: ModelSource) -> list[str]:
@@ -143,14 +148,15 @@ class WorkerServer:
 class WorkerProcess:
     """One running worker: forked by the server, watched, stopped."""
 
-    def __init__(self, job: Job, folder: Path, limit: MemoryLimit | None, server: WorkerServer) -> None:
+    def __init__(self, job: Job, folder: Path, limit: MemoryLimit | None, server: WorkerServer,
+                 gpu_limit_bytes: int = 0) -> None:
         self.paths = {name: str(folder / f"{name}.json") for name in ("state", "result")}
         self.paths["log"] = str(folder / "worker.log")
         self.limit, self.server = limit, server
         self.timeout_seconds = job.timeout_seconds
         self.exitcode: int | None = None
         self.started = time.monotonic()
-        self.pid = server.spawn(job_payload(job), self.paths, limit)
+        self.pid = server.spawn(job_payload(job, gpu_limit_bytes), self.paths, limit)
 
     @property
     def elapsed(self) -> float:
@@ -210,7 +216,8 @@ def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,
     state and result files go to a temporary folder, or to state_folder (a cluster job's shared folder, where
     the submitting machine can read how far a job got if the cluster kills it). A KeyboardInterrupt ends the
     worker before it propagates."""
-    limit = memory_limit(memory_limit_bytes, job.row.id) if memory_limit_bytes else None
+    on_gpu = job.device == "cuda"
+    limit = memory_limit(memory_limit_bytes, job.row.id) if memory_limit_bytes and not on_gpu else None
     try:
         with contextlib.ExitStack() as stack:
             if state_folder is None:
@@ -218,7 +225,7 @@ def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,
             else:
                 state_folder.mkdir(parents=True, exist_ok=True)
                 folder = str(state_folder)
-            worker = WorkerProcess(job, Path(folder), limit, server)
+            worker = WorkerProcess(job, Path(folder), limit, server, memory_limit_bytes if on_gpu else 0)
             timed_out = False
             try:
                 while not worker.wait(POLL_SECONDS):
@@ -229,7 +236,8 @@ def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,
                         break
             finally:
                 worker.stop()
-            return worker.outcome(timed_out), limit.method if limit else ""
+            method = limit.method if limit else GPU_CAP if on_gpu and memory_limit_bytes else ""
+            return worker.outcome(timed_out), method
     finally:
         if limit is not None:
             limit.release()

@@ -119,6 +119,9 @@ def run(worker: Worker) -> None:
 
     row = RowSpec(**worker.job["row"])
     worker.figures["allocator_settings"] = check_in_effect(row.allocator)
+    if worker.job.get("gpu_limit_bytes"):  # a smaller card on this one: the caching allocator's share of it
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(worker.job["gpu_limit_bytes"] / total, 1.0))
     source = ModelSource(**worker.job["model"])
     import_model_code(source)
     worker.figures["startup_seconds"] = time.time() - worker.job["spawned_at"]

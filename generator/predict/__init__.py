@@ -5,6 +5,8 @@
 - ``benchmark``: predict's own speed and memory, recorded.
 - ``cuda_allocator``: the CUDA caching allocator replayed over a simulation's allocations; ``sharding``: one
   card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the real run does it.
+- ``cuda_program``: what CUDA runs where it differs from the CPU (SDPA's backend, autocast's lists, the fused
+  8-bit update), for GPU figures; ``programs``: the two programs' tensor peaks side by side.
 - ``curves``: the site's simulated curves; ``parallel``: simulations side by side; ``history``: tensor peaks
   under the installed release; ``refresh``: what a page still needs after `measure`.
 

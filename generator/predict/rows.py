@@ -41,9 +41,12 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
     return predictions
 
 
-def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path) -> list[Path]:
-    """Write each prediction into this environment's measured file of its row, if there is one."""
-    folder = catalog.model_folder(measurements, collect_environment().id, source.name, source.config_sha256)
+def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path,
+           environment_id: str | None = None) -> list[Path]:
+    """Write each prediction into the measured file of its row, if there is one: this machine's CPU
+    environment's, or the environment named (the GPU kit's, which simulates on the machine it measured)."""
+    environment_id = environment_id or collect_environment().id
+    folder = catalog.model_folder(measurements, environment_id, source.name, source.config_sha256)
     written = []
     for item in predictions:
         path = layout.row_path(folder, item.row)

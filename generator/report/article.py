@@ -88,6 +88,7 @@ class PageContext:
     allocators: AllocatorComparison | None = None
     large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
     answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
+    gpu_line: str = ""  # which of its GPU figures are simulated and which a device confirmed
     other_models: tuple[OtherModel, ...] = ()  # the other models measured in this environment
     pairs_note: str = ""  # the shown rows with exactly two repeats, whose brackets give both instead of a range
     low_bit: LowBitSection | None = None  # QLoRA and 8-bit AdamW, measured where bitsandbytes runs

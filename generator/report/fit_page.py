@@ -136,6 +136,11 @@ class FitPageContext:
     sharded: "ShardedSection | None" = None  # a large config on several cards (report/sharded.py)
     imports: str = ""  # what the CPU columns leave out: the interpreter and its imports ('267 MiB'), if measured
     imports_within_margin: bool = False  # whether they fit inside the margin of the smallest CPU budget
+    gpu_line: str = ""  # which GPU figures are simulated and which a device confirmed (report/gpu_validation.py)
+    context_measured: str = ""  # the context a device measured, beside the allowance ('' without one)
+    validated: tuple[tuple[str, ...], ...] = ()  # (model, row, simulated, measured on the device, error)
+    checked: tuple[tuple[str, ...], ...] = ()  # (model, row at the answer's batch, the cap, what happened)
+    device_name: str = ""  # the device that validated them
 
 
 def cell(answer: FitAnswer) -> str:

@@ -10,6 +10,13 @@ from pathlib import Path
 from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import machine_of, render_svgs, to_svg
 from generator.report.fit_page import FitPageContext, build_fit_page
+from generator.report.gpu_validation import (
+    checked_cells,
+    context_line,
+    first_screen_line,
+    gpu_validation,
+    validated_cells,
+)
 from generator.report.history import history_context
 from generator.report.low_bit import low_bit_section
 from generator.report.output import check_output, write_site
@@ -85,8 +92,14 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
     fit_page = None if single_folder else build_fit_page(
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment))
+    validation = None if single_folder else gpu_validation(catalog)
     if fit_page is not None:
-        fit_page = replace(fit_page, sharded=sharded_section(fit_table))
+        fit_page = replace(fit_page, sharded=sharded_section(fit_table), gpu_line=first_screen_line(validation),
+                           context_measured=context_line(validation), validated=validated_cells(validation),
+                           checked=checked_cells(validation),
+                           device_name=validation.device_name if validation else "")
+    if context.answer is not None:
+        context = replace(context, gpu_line=first_screen_line(validation))
     return render_pages(context, versions, fit_page)
 
 

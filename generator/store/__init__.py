@@ -11,6 +11,6 @@
   process model judged out of sample.
 - ``history``: the release history's files; ``runlog``: the logs beside the rows; ``simulations``: simulations
   kept on disk; ``configs``: the shipped config a result was measured on; ``plausible``: figures no
-  measurement could have produced, refused.
+  measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator.
 
 It imports only the core modules (generator/*.py), never a stage above it."""

@@ -15,6 +15,7 @@ from generator.store.records import ResultsError
 RUNS_FILE = "_runs.toml"
 FIT_FILE = "_fit.toml"
 BENCHMARKS_FILE = "_benchmarks.toml"
+GPU_CONTEXT_FILE = "_gpu_context.toml"  # a GPU environment's measured context (generator/store/gpu_context.py)
 ENVIRONMENT_PREFIXES = ("cpu-", "cuda-")
 
 
