@@ -92,3 +92,15 @@ def test_the_8bit_update_is_fused_on_a_gpu() -> None:
     fused = _run(row, source, CUDA)[0].phase_peaks["optimizer"]
     cpu_update = _run(row, source, CUDA_SDPA_ONLY)[0].phase_peaks["optimizer"]
     assert fused < cpu_update
+
+
+def test_a_predictions_gpu_figures_replay_the_gpu_programs_allocations() -> None:
+    """The reserve a prediction records is the caching allocator replayed over the GPU program's storages, not
+    the CPU program's (which gave every GPU answer before)."""
+    from generator.predict.cuda_allocator import replay
+    from generator.predict.simulate import simulate
+
+    row, source = parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL))
+    prediction, on_gpu, on_cpu = simulate(row, source), _run(row, source, CUDA)[0], _run(row, source, CPU)[0]
+    assert prediction.tensor_peak_bytes == on_cpu.peak < on_gpu.peak == prediction.cuda_tensor_peak_bytes
+    assert prediction.cuda_reserved_bytes == replay(on_gpu.events).peak_reserved >= on_gpu.peak

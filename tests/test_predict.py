@@ -166,3 +166,27 @@ def test_a_generation_peak_by_hand_keeps_one_position_of_prompt_logits(dtype: st
     decode = simulated.phase_peak_bytes["decode"]
     assert floor <= decode <= floor + temporaries, (decode - floor, temporaries)
     assert batch * length * vocab * 4 > temporaries  # so the whole prompt's logits could not hide in the margin
+
+
+def test_the_prompt_pass_asks_for_what_generate_asks_for_in_each_release() -> None:
+    """generate() passes logits_to_keep=1 from transformers 4.50 on, num_logits_to_keep=1 in 4.45 to 4.49, and
+    nothing before (every position's logits were computed); a peft model is asked through its base model."""
+    from generator.steps import last_logits_argument
+
+    class Before:
+        def forward(self, input_ids, past_key_values=None, use_cache=None): ...
+
+    class Between:
+        def forward(self, input_ids, past_key_values=None, num_logits_to_keep=0): ...
+
+    class Now:
+        def forward(self, input_ids, cache=None, logits_to_keep=0): ...
+
+    class Adapted:
+        def forward(self, *args, **kwargs): ...
+
+        def get_base_model(self):
+            return Now()
+
+    assert [last_logits_argument(model()) for model in (Before, Between, Now, Adapted)] == [
+        {}, {"num_logits_to_keep": 1}, {"logits_to_keep": 1}, {"logits_to_keep": 1}]
