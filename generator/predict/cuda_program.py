@@ -10,7 +10,8 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    newer). Flash attention for fp16 and bf16 without a mask, with equal head sizes of 256 or less (grouped-query
    attention native); else memory-efficient attention (fp16, bf16 and fp32, a mask allowed, equal head counts,
    head sizes a multiple of the GEMM alignment); else the math fallback, which materialises the attention
-   matrix. The chosen backend's aten operator runs, so what it saves for backward is what its autograd formula
+   matrix. (torch 2.13's own documentation of scaled_dot_product_attention: grouped-query attention "currently
+   works only for Flash_attention and math kernel on CUDA tensor".) The chosen backend's aten operator runs, so what it saves for backward is what its autograd formula
    saves, at its fake kernel's sizes. cuDNN attention, first on sm90 and sm100, saves the same output and
    log-sum-exp as flash attention, so it is not told apart.
 2. **CUDA autocast's op lists** (``aten/src/ATen/autocast_mode.h``): the model's calls of listed functions get
