@@ -104,3 +104,13 @@ def test_a_predictions_gpu_figures_replay_the_gpu_programs_allocations() -> None
     prediction, on_gpu, on_cpu = simulate(row, source), _run(row, source, CUDA)[0], _run(row, source, CPU)[0]
     assert prediction.tensor_peak_bytes == on_cpu.peak < on_gpu.peak == prediction.cuda_tensor_peak_bytes
     assert prediction.cuda_reserved_bytes == replay(on_gpu.events).peak_reserved >= on_gpu.peak
+
+
+def test_mixed_precision_attention_runs_in_bf16_as_autocast_casts_it() -> None:
+    """Under autocast SDPA is on both devices' bf16 list: the rotary embedding leaves fp32 queries and keys in a
+    mixed-precision row, and autocast casts them back before the kernel is chosen, so a GPU runs flash attention
+    (a grouped-query fp32 call would fall back to the math kernel)."""
+    row, source = parse_row("train-b2-s64-amp"), resolve_model(str(TINY_MODEL))
+    cuda_program.BACKENDS_CHOSEN.clear()
+    _run(row, source, CUDA)
+    assert set(cuda_program.BACKENDS_CHOSEN) == {"flash"}

@@ -11,9 +11,9 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    attention native); else memory-efficient attention (fp16, bf16 and fp32, a mask allowed, equal head counts,
    head sizes a multiple of the GEMM alignment); else the math fallback, which materialises the attention
    matrix. (torch 2.13's own documentation of scaled_dot_product_attention: grouped-query attention "currently
-   works only for Flash_attention and math kernel on CUDA tensor".) The chosen backend's aten operator runs, so what it saves for backward is what its autograd formula
-   saves, at its fake kernel's sizes. cuDNN attention, first on sm90 and sm100, saves the same output and
-   log-sum-exp as flash attention, so it is not told apart.
+   works only for Flash_attention and math kernel on CUDA tensor".) The chosen backend's aten operator runs, so
+   what it saves for backward is what its autograd formula saves, at its fake kernel's sizes. cuDNN attention,
+   first on sm90 and sm100, saves the same output and log-sum-exp as flash attention, so it is not told apart.
 2. **CUDA autocast's op lists** (``aten/src/ATen/autocast_mode.h``): the model's calls of listed functions get
    CUDA's casts (matrix products to bf16; pow, rsqrt, exp, norms, losses to fp32; softmax, sum and cumsum with
    an fp32 result; promotion for the rest of the list), with the CPU's autocast kernels kept out of the call.
@@ -102,9 +102,14 @@ def _efficient_bias(mask: Any, query: Any) -> Any:
 
 def cuda_sdpa(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
               is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
-    """scaled_dot_product_attention through the aten operator of the backend CUDA would pick."""
+    """scaled_dot_product_attention through the aten operator of the backend CUDA would pick. Under autocast its
+    floating inputs are cast first, as both devices' autocast lists it (so a mixed-precision row's fp32 queries,
+    made fp32 by the rotary embedding, reach the backend choice as bf16)."""
     import torch
 
+    if torch.is_autocast_enabled("cpu"):  # the step's autocast (the CPU's state also marks CUDA's, above)
+        dtype = torch.get_autocast_dtype("cpu")
+        query, key, value, attn_mask = (_cast(t, dtype, {}) for t in (query, key, value, attn_mask))
     aten = torch.ops.aten
     backend = sdpa_backend(query, key, value, attn_mask, enable_gqa)
     BACKENDS_CHOSEN[backend] += 1
