@@ -32,15 +32,14 @@ class ProgramRow:
 def compare(model: str, kind: str, seq_len: int = SITE_SEQ_LEN) -> ProgramRow:
     """Simulate one set-up at batch 1 as the CPU runs it, as CUDA runs it, and with CUDA's SDPA alone."""
     row, source = parse_row(KINDS[kind].replace("{s}", str(seq_len)).format(b=1)), resolve_model(model)
-    peaks = {}
-    for name, program in (("cpu", cuda_program.CPU), ("cuda", cuda_program.CUDA)):
-        cuda_program.BACKENDS_CHOSEN.clear()
-        peaks[name] = _run(row, source, program)[0].peak
+    peaks = {"cpu": _run(row, source, cuda_program.CPU)[0].peak}
+    cuda_program.BACKENDS_CHOSEN.clear()
+    peaks["cuda"] = _run(row, source, cuda_program.CUDA)[0].peak
+    chosen = ", ".join(f"{backend} × {count}" for backend, count in sorted(cuda_program.BACKENDS_CHOSEN.items()))
     # CUDA's autocast acts on mixed-precision rows only, its fused update on 8-bit AdamW rows only: elsewhere
     # the SDPA-only program is the CUDA program itself
     peaks["sdpa"] = (_run(row, source, cuda_program.CUDA_SDPA_ONLY)[0].peak
                      if row.amp or row.optimizer == "adamw8bit" else peaks["cuda"])
-    chosen = ", ".join(f"{backend} × {count}" for backend, count in sorted(cuda_program.BACKENDS_CHOSEN.items()))
     return ProgramRow(model=source.name, kind=kind, row=row.id, cpu_bytes=peaks["cpu"], cuda_bytes=peaks["cuda"],
                       sdpa_only_bytes=peaks["sdpa"], backends=chosen)
 
