@@ -6,7 +6,7 @@ Like the article's context it is frozen and typed; the template places its value
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from generator.diff.compare import Comparison, RowDiff, compare
+from generator.diff.compare import Comparison, NothingComparedError, RowDiff, compare
 from generator.diff.render import COLUMNS, cells
 from generator.report.history import HistoryContext
 from generator.store.catalog import Selection
@@ -43,6 +43,7 @@ class VersionsContext:
     across_machines: bool = False  # no other release was measured on the article's machine
     history: HistoryContext | None = None  # simulated tensor peaks across many releases
     exact_rows: int = 0  # rows whose two sides carry simulations of one simulator: the tensors (exact) column
+    left_out: tuple[str, ...] = ()  # other environments of the model none of whose rows can be compared
 
 
 # The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
@@ -217,7 +218,12 @@ def build_versions(article: Selection, others: list[Selection],
     same = [other for other in others if same_machine(other.results[0].environment, article.results[0].environment)]
     across = not same and bool(others)
     others = same or others
-    comparisons = [compare(uncapped(other), uncapped(article)) for other in sorted(others, key=lambda s: s.environment)]
+    comparisons, left_out = [], []
+    for other in sorted(others, key=lambda s: s.environment):
+        try:
+            comparisons.append(compare(uncapped(other), uncapped(article)))
+        except NothingComparedError:  # another method version's rows only, or none on both sides
+            left_out.append(other.environment)
     machines = next((c for c in comparisons if not c.library_changes and c.differences), None)
     releases = tuple(release(comparison, history, machines) for comparison in comparisons)
     changes = tuple((chart_label(comparison), row.row, row.change, row.threshold) for comparison in comparisons
@@ -225,5 +231,6 @@ def build_versions(article: Selection, others: list[Selection],
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
                            newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
                            across_machines=across, history=history,
+                           left_out=tuple(left_out),
                            exact_rows=sum(row.tensor is not None for comparison in comparisons
                                           for row in comparison.rows))

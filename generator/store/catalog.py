@@ -15,7 +15,7 @@ from generator.model_source import DEFAULT_MODEL
 from generator.store import codec, layout
 from generator.store.comparability import LIBRARY_KEYS
 from generator.store.environment import Environment
-from generator.store.records import METHOD_VERSION, Repeat, ResultsError, RowResult
+from generator.store.records import METHOD_VERSION, Repeat, ResultsError, RowResult, same_method
 
 
 class UnknownModelError(ResultsError):
@@ -153,8 +153,8 @@ def _current(path: Path, config_sha256: str) -> RowResult | None:
         result = codec.load_file(path)
     except ResultsError:
         return None  # unreadable: measure it again rather than trust it
-    current = (result.method_version == METHOD_VERSION and result.model.config_sha256 == config_sha256
-               and result.summary.ok)
+    current = (same_method(result.row.mode, result.method_version, METHOD_VERSION)
+               and result.model.config_sha256 == config_sha256 and result.summary.ok)
     return result if current else None
 
 

@@ -2,10 +2,11 @@
 pyperf's checked metadata; environments may differ, and ENVIRONMENT_KEYS lists what is reported when they do."""
 
 from generator.store.environment import HARDWARE_KEYS, UNKNOWN, Environment
-from generator.store.records import RowResult
+from generator.store.records import RowResult, same_method
 
 # What must agree for two results of one row to be compared: the row's definition, the model's architecture,
-# the file format, and the measuring method (bumped whenever the harness changes what a figure means).
+# the file format, and the measuring method (bumped whenever the harness changes what a figure means; versions
+# that changed only other modes' rows count as one, records.METHOD_CHANGES).
 CHECKED_KEYS = ("row", "model.config_sha256", "schema_version", "method_version")
 # The libraries a diff is about, and everything else about a set-up that it reports when it differs.
 LIBRARY_KEYS = ("torch", "transformers", "peft")
@@ -25,6 +26,8 @@ def comparable(before: RowResult, after: RowResult) -> str:
     """'' when two results of a row may be compared, else the first reason they may not."""
     for key in CHECKED_KEYS:
         old, new = checked_value(before, key), checked_value(after, key)
+        if key == "method_version" and same_method(before.row.mode, before.method_version, after.method_version):
+            continue  # no version between them changed how a row of this mode is measured
         if old != new:
             shown = (str(old)[:12], str(new)[:12]) if key == "model.config_sha256" else (old, new)
             return f"{key} differs ({shown[0]} against {shown[1]})"

@@ -23,7 +23,18 @@ SCHEMA_VERSION = 2
 #   1: every repeat of a run forked from one worker server (files without the key).
 #   2: each repeat round from its own freshly started server, so repeats are independent; RssAnon and
 #      RssFile recorded at the end of each phase.
-METHOD_VERSION = 2
+#   3: generation as generate() runs it: the prompt keeps one position's logits (logits_to_keep=1), and each
+#      step copies that position to fp32. Rows of other modes measure as in 2.
+METHOD_VERSION = 3
+# The modes each version changed: a result of an older version is still current, and comparable with one of a
+# newer version, for a row whose mode no later version changed.
+METHOD_CHANGES: dict[int, tuple[str, ...]] = {2: ("baseline", "inference", "train", "generate"), 3: ("generate",)}
+
+
+def same_method(mode: str, first: int, second: int) -> bool:
+    """Whether two method versions measure a row of this mode alike."""
+    low, high = sorted((first, second))
+    return all(mode not in METHOD_CHANGES.get(version, ()) for version in range(low + 1, high + 1))
 STATUSES = ("ok", "oom", "killed", "timeout", "error")
 STEP1_PHASES = ("forward", "backward", "optimizer", "decode")
 MEDIAN, MAX, FIRST = "median", "max", "first"
