@@ -11,6 +11,7 @@ from conftest import TINY_MODEL, grow, run_cli
 
 from generator.diff.compare import NothingComparedError, compare, parse_threshold
 from generator.store.catalog import Catalog
+from generator.store.records import METHOD_VERSION
 
 ROWS = ("infer-b8", "train-b1", "train-b8", "train-b8-ckpt")
 
@@ -130,7 +131,7 @@ def test_other_config_or_method_is_not_comparable(twin: tuple[Path, Path]) -> No
     _edit(rows / "train-b2-s256.toml", lambda d: d.update(method_version=1))
     document = json.loads(diff(before, after, "--format", "json").stdout)
     reasons = {row["row"]: (row["verdict"], row["reason"]) for row in document["rows"]}
-    assert reasons["train-b2-s256"] == ("not comparable", "method_version differs (2 against 1)")
+    assert reasons["train-b2-s256"] == ("not comparable", f"method_version differs ({METHOD_VERSION} against 1)")
     assert reasons["train-b1-s256"] == ("same", "")
     for path in rows.glob("[!_]*.toml"):  # the same name, another architecture: every row of the model
         _edit(path, lambda d: d["model"].update(config_sha256="f" * 64))
@@ -196,7 +197,7 @@ def test_old_files_without_the_new_keys_load_and_diff(twin: tuple[Path, Path], t
     assert {result.method_version for result in old.results} == {1}
     same = compare(old, old)
     assert {row.verdict for row in same.rows} == {"same"}
-    with pytest.raises(NothingComparedError, match=r"method_version differs \(1 against 2\)"):
+    with pytest.raises(NothingComparedError, match=rf"method_version differs \(1 against {METHOD_VERSION}\)"):
         compare(old, Catalog(before.parent).select(before, None))  # every row: not comparable, so nothing checked
 
 
