@@ -106,14 +106,13 @@ def run_gpu(args: argparse.Namespace) -> int:
         rows += [row.with_limit(cap) for row in answer_rows(args.measurements, model, args.card)]
         failed += measure_all(args, model, rows)
         measured += [(model, row) for row in rows]
-    record_predictions(args.measurements, measured)
+    record_predictions(args.measurements, measured, folder.name)
     return 1 if failed else 0
 
 
-def record_predictions(measurements: Path, measured: list[tuple[str, RowSpec]]) -> None:
+def record_predictions(measurements: Path, measured: list[tuple[str, RowSpec]], environment: str) -> None:
     """Simulate every measured row here, side by side on this machine's cores, with its library versions, and
     record each beside its GPU measurement (a capped row gets its uncapped row's simulation)."""
-    from generator.measure.environment import collect_environment
     from generator.model_source import resolve_model
     from generator.predict.parallel import default_workers, starmap
     from generator.predict.rows import RowPrediction, record
@@ -122,7 +121,6 @@ def record_predictions(measurements: Path, measured: list[tuple[str, RowSpec]]) 
     tasks = list(dict.fromkeys((model, row.with_limit(0)) for model, row in measured))
     found = dict(zip(tasks, starmap(try_simulate, [(row, resolve_model(model)) for model, row in tasks],
                                     default_workers()), strict=True))
-    environment = collect_environment("cuda").id
     for model in dict.fromkeys(model for model, _ in measured):
         predictions = [RowPrediction(row, prediction=found[(model, row.with_limit(0))][0],
                                      error=found[(model, row.with_limit(0))][1]) for name, row in measured
