@@ -1,0 +1,252 @@
+"""Fast, exact tests of what `refresh` decides and how the site's curves are sampled (generator/predict/
+refresh.py, generator/predict/curves.py), and of the allocator settings a worker starts with (generator/measure/
+allocator.py). The simulator, the probe and the measurement are replaced by stand-ins with figures chosen by
+hand, so each decision is checked in milliseconds and `nox -s mutation` can run these against every bug it
+plants."""
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_mutation_figures import ENV, _row
+
+from generator.matrix import parse_row
+from generator.measure import allocator
+from generator.measure.allocator import AllocatorError
+from generator.predict import curves, refresh
+from generator.predict.simulate import METHOD
+from generator.store.fit_table import Curve, FitTable, Simulated
+from generator.store.records import ResultsError
+
+GIB = 2**30
+SOURCE = SimpleNamespace(name="Tiny", config_sha256="c0ffee")
+
+
+def _simulator(peaks: dict[int, int], asked: list[str]):
+    """try_simulate's stand-in: tensor peak peaks[batch], a CUDA reserve 1,000 bytes above, 7 parameters."""
+    def try_simulate(row, source):
+        asked.append(row.id)
+        if row.batch_size not in peaks:
+            return None, "cannot"
+        peak = peaks[row.batch_size]
+        return SimpleNamespace(tensor_peak_bytes=peak, cuda_reserved_bytes=peak + 1000, parameters=7), ""
+    return try_simulate
+
+
+def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    peaks = {1: 10 * GIB, 2: 100 * GIB, 4: 128 * GIB, 8: 128 * GIB + 1, 16: 300 * GIB}
+    monkeypatch.setattr(curves, "try_simulate", _simulator(peaks, asked))
+    found = curves.curve(SOURCE, "ignored", 1024, row="train-b{b}-s{s}-ckpt")  # type: ignore[arg-type]
+    assert asked == ["train-b1-s1024-ckpt", "train-b2-s1024-ckpt", "train-b4-s1024-ckpt", "train-b8-s1024-ckpt"]
+    assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=7, kind="ignored",
+                          row="train-b{b}-s1024-ckpt", batches=(1, 2, 4, 8),
+                          tensor_bytes=(10 * GIB, 100 * GIB, 128 * GIB, 128 * GIB + 1),
+                          cuda_bytes=(10 * GIB + 1000, 100 * GIB + 1000, 128 * GIB + 1000, 128 * GIB + 1001))
+
+
+def test_a_curve_needs_two_points_and_stops_at_the_batch_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 200 * GIB, 2: 300 * GIB}, asked))
+    found = curves.curve(SOURCE, "generation", 256)  # type: ignore[arg-type]
+    assert asked == ["gen-b1-s256-n32-bf16", "gen-b2-s256-n32-bf16"] and found is not None
+    assert found.batches == (1, 2) and found.row == "gen-b{b}-s256-n32-bf16" and found.kind == "generation"
+    asked.clear()
+    every = {batch: batch for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
+    monkeypatch.setattr(curves, "try_simulate", _simulator(every, asked))
+    assert curves.curve(SOURCE, "generation", 8192).batches == (1, 2, 4, 8, 16, 32, 64, 128)  # type: ignore[arg-type,union-attr]
+    assert curves.curve(SOURCE, "generation", 256).batches[-1] == 1024  # type: ignore[arg-type,union-attr]
+
+
+def test_a_curve_that_cannot_be_simulated_or_has_one_point_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5, 2: 6}, []))
+    assert curves.curve(SOURCE, "generation", 256, row="gen-b{b}-s{s}-n32-bf16") is None  # type: ignore[arg-type]
+    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5}, []))
+    assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
+    monkeypatch.setattr(curves, "batch_limit", lambda seq_len: 1)
+    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5, 2: 6}, []))
+    assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
+
+
+def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(name=name, config_sha256=name))
+    monkeypatch.setattr(curves, "simulate_kept", lambda row, source: SimpleNamespace(
+        tensor_peak_bytes=row.batch_size * 10, cuda_reserved_bytes=row.batch_size * 11))
+    assert curves.example_row("run it", "gen-b8-s2048-n32-bf16") == Simulated(
+        model="Llama-2-7b", task="run it", row="gen-b8-s2048-n32-bf16", tensor_peak_bytes=80, cuda_reserved_bytes=88)
+    asked: list[tuple] = []
+    monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
+    monkeypatch.setattr(curves, "sharded_model", lambda: SimpleNamespace(name="big"))
+    monkeypatch.setattr(curves, "curve", lambda source, kind, seq_len, row="": asked.append(
+        (source.name, kind, seq_len, row)) or (None if kind == "QLoRA" else kind))
+    monkeypatch.setattr(curves, "example_row", lambda task, row: (task, row))
+    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
+    table = curves.site_curves(ENV, seq_len=512)
+    kinds = list(curves.KINDS)
+    assert asked[:2 * len(kinds)] == [(name, kind, 512, "") for name in ("a", "b") for kind in kinds]
+    assert asked[2 * len(kinds):] == [("big", kind, 512, row) for kind, row in curves.SHARDED_SETUPS]
+    assert table.curves == tuple(kind for _ in "ab" for kind in kinds if kind != "QLoRA")
+    assert table.sharded == tuple(kind for kind, _ in curves.SHARDED_SETUPS if kind != "QLoRA")
+    assert table.example == curves.EXAMPLE_ROWS
+    assert (table.libraries, table.environment, table.seq_len, table.simulator) == (
+        "torch 2.13, transformers 5.24, peft 0.21", "cpu-x", 512, METHOD)
+    assert curves.site_curves(ENV).seq_len == 1024
+
+
+def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulator: str = METHOD,
+           configs: tuple[str, ...] = ("a", "b")) -> FitTable:
+    made = tuple(Curve(model=c, config_sha256=c, parameters=1, kind="k", row="r", batches=(1, 2),
+                       tensor_bytes=(1, 2)) for c in configs)
+    return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024, curves=made, example=(),
+                    simulator=simulator)
+
+
+def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
+    monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(config_sha256=name))
+    saved: list[tuple] = []
+    monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers: ("new", environment.id, workers))
+    monkeypatch.setattr(refresh, "default_workers", lambda: 3)
+    monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
+                        folder / "_fit.toml")
+    for found, current in ((_table(), True), (_table(simulator="old"), False), (_table(configs=("a",)), False),
+                           (_table(libraries="torch 2.12"), False), (None, False)):
+        monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found)
+        saved.clear()
+        note = refresh._curves(tmp_path, ENV)
+        if current:
+            assert note == "fit curves: current for these library versions" and saved == []
+        else:
+            assert note == f"fit curves: simulated into {tmp_path / 'cpu-x' / '_fit.toml'}"
+            assert saved == [(("new", "cpu-x", 3), tmp_path / "cpu-x")]
+
+    def damaged(root: Path, environment: object) -> None:
+        raise ResultsError("an older release's table")
+
+    monkeypatch.setattr(refresh.fit_table, "find_fit", damaged)
+    assert refresh._curves(tmp_path, ENV).startswith("fit curves: simulated into")
+
+
+def test_the_probe_runs_once_and_says_why_it_did_not(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    plain = _row("train-b8-s256", 100)
+    capped = _row("train-b8-s256-cap2048MiB", 100)
+    assert refresh.probe_step2((plain, capped), SOURCE, tmp_path, 256) == (  # type: ignore[arg-type]
+        "probe: train-b8-s256 already ran under a cap")
+    other = _row("train-b8-s512-cap2048MiB", 100)
+    requests: list = []
+
+    def refused(row, measurements, device, limit, source):
+        raise ResultsError("no uncapped run of train-b8-s256")
+
+    monkeypatch.setattr(refresh, "plan_probe", refused)
+    assert refresh.probe_step2((plain, other), SOURCE, tmp_path, 256) == (  # type: ignore[arg-type]
+        "probe: not run (no uncapped run of train-b8-s256)")
+    monkeypatch.setattr(refresh, "plan_probe", lambda row, measurements, device, limit, source: SimpleNamespace(
+        row=row.with_limit(3 * 2**30)))
+    monkeypatch.setattr(refresh, "measure_rows", lambda request: requests.append(request) or SimpleNamespace(
+        written=["one", "two"]))
+    monkeypatch.setattr(refresh, "describe_outcome", lambda result: f"ran {result}")
+    assert refresh.probe_step2((plain,), SOURCE, tmp_path, 256) == "ran one; ran two"  # type: ignore[arg-type]
+    (request,) = requests
+    assert (request.rows, request.model, request.output, request.repeats, request.repeats_explicit, request.force) == (
+        (parse_row("train-b8-s256-cap3072MiB"),), SOURCE, tmp_path, 1, True, True)
+    monkeypatch.setattr(refresh, "measure_rows", lambda request: SimpleNamespace(written=[]))
+    assert refresh.probe_step2((plain,), SOURCE, tmp_path, 256) == "probe: interrupted"  # type: ignore[arg-type]
+
+
+def test_predictions_are_recorded_for_finished_rows_without_one_of_this_simulator(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    asked: list = []
+    monkeypatch.setattr(refresh.rows, "predict_rows", lambda missing, source, model: asked.append(
+        (missing, source, model)) or ["p"] * len(missing))
+    monkeypatch.setattr(refresh.rows, "record", lambda predictions, source, measurements: predictions[:1])
+    older = _row("train-b1-s256", 100, prediction=90)  # predicted by the method "fake"
+    current = replace(older, prediction=replace(older.prediction, method=METHOD))
+    none = _row("train-b2-s256", 100)
+    failed = _row("train-b4-s256", 100, status="oom")
+    capped = _row("train-b8-s256-cap2048MiB", 100)
+    assert refresh.record_predictions((current, failed, capped), SOURCE, tmp_path) == (  # type: ignore[arg-type]
+        "predictions: every finished row has one of this simulator")
+    assert asked == []
+    assert refresh.record_predictions((current, none, older, failed), SOURCE, tmp_path) == (  # type: ignore[arg-type]
+        "predictions: recorded 1 of 2")
+    (missing, source, model), = asked
+    assert missing == (none.row, older.row) and source is SOURCE
+    assert (model.proportional, model.fixed, model.rows, model.source) == (0.0, 0.0, 0, "")
+
+
+def test_refresh_runs_its_steps_in_order_and_records_their_times(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(refresh, "collect_environment", lambda: ENV)
+    monkeypatch.setattr(refresh, "_measured", lambda folder: ())
+    report = refresh.refresh(SOURCE, tmp_path, 256)  # type: ignore[arg-type]
+    assert report.notes == ["nothing measured for Tiny in cpu-x: run `memory-budget measure`"]
+    assert report.seconds == {} and capsys.readouterr().err == f"refresh: {report.notes[0]}\n"
+    ran: list[str] = []
+    logged: list = []
+    monkeypatch.setattr(refresh, "_measured", lambda folder: ("a row",))
+    monkeypatch.setattr(refresh, "record_predictions", lambda *args: ran.append("predict") or "predicted")
+    monkeypatch.setattr(refresh, "probe_step2", lambda *args: ran.append(f"probe at {args[3]}") or "probed")
+    monkeypatch.setattr(refresh, "_curves", lambda *args: ran.append("fit") or "fitted")
+    monkeypatch.setattr(refresh.runlog, "record_run", lambda folder, entry: logged.append((folder, entry)))
+    report = refresh.refresh(SOURCE, tmp_path, 512)  # type: ignore[arg-type]
+    assert ran == ["predict", "probe at 512", "fit"] and report.notes == ["predicted", "probed", "fitted"]
+    assert list(report.seconds) == ["predict", "probe", "fit"] and all(s >= 0 for s in report.seconds.values())
+    assert capsys.readouterr().err == "refresh: predicted (0 s)\nrefresh: probed (0 s)\nrefresh: fitted (0 s)\n"
+    (folder, entry), = logged
+    assert folder == tmp_path / "cpu-x" / "Tiny" and entry["refresh_seconds"] == report.seconds
+
+
+# ---------------------------------------------------------------- the allocator a worker starts with
+
+
+def test_each_allocators_environment_by_hand(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    base = {"PATH": "/bin", "LD_PRELOAD": "old.so", "MALLOC_MMAP_THRESHOLD_": "1", "MALLOC_TRIM_THRESHOLD_": "2"}
+    assert allocator.allocator_environment("glibc", base) == {"PATH": "/bin"}
+    assert allocator.allocator_environment("glibc-tuned", base) == {
+        "PATH": "/bin", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+    monkeypatch.setattr(allocator, "LIBRARY_FOLDERS", (str(tmp_path / "none"), str(tmp_path)))
+    with pytest.raises(AllocatorError) as missing:
+        allocator.allocator_environment("jemalloc", base)
+    assert str(missing.value) == (f"jemalloc is not installed: apt install libjemalloc2 (looked for "
+                                  f"libjemalloc.so.2 in {tmp_path / 'none'}, {tmp_path})")
+    (tmp_path / "libtcmalloc_minimal.so.4").touch()
+    assert allocator.library_path("tcmalloc") == tmp_path / "libtcmalloc_minimal.so.4"
+    assert allocator.library_path("jemalloc") is None
+    assert allocator.allocator_environment("tcmalloc", base) == {
+        "PATH": "/bin", "LD_PRELOAD": str(tmp_path / "libtcmalloc_minimal.so.4")}
+    with pytest.raises(AllocatorError, match=r"^unknown allocator 'mimalloc' \(known: glibc, glibc-tuned, "
+                                             r"jemalloc, tcmalloc\)$"):
+        allocator.check_available(["glibc", "mimalloc"])
+    with pytest.raises(AllocatorError, match=r"^jemalloc is not installed"):
+        allocator.check_available(["tcmalloc", "jemalloc"])
+    allocator.check_available(["glibc", "glibc-tuned", "tcmalloc"])
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    assert allocator.allocator_environment("glibc")["PATH"] == "/usr/bin"
+
+
+@pytest.mark.parametrize(("settings", "row", "fine"), [
+    ({}, "glibc", True), ({"LD_PRELOAD": "/x/libjemalloc.so.2"}, "glibc", False),
+    ({"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}, "glibc-tuned", True),
+    ({}, "glibc-tuned", False), ({"MALLOC_TRIM_THRESHOLD_": "131072"}, "glibc-tuned", False),
+    ({"LD_PRELOAD": "/x/libjemalloc.so.2"}, "jemalloc", True),
+    ({"LD_PRELOAD": "/x/libjemalloc.so.2"}, "tcmalloc", False),
+    ({"LD_PRELOAD": "/x/libtcmalloc_minimal.so.4"}, "tcmalloc", True), ({}, "tcmalloc", False),
+])
+def test_a_worker_checks_it_runs_under_its_rows_allocator(monkeypatch: pytest.MonkeyPatch, settings: dict, row: str,
+                                                          fine: bool) -> None:
+    for key in ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    shown = " ".join(f"{key}={settings[key]}" for key in ("LD_PRELOAD", "MALLOC_MMAP_THRESHOLD_",
+                                                           "MALLOC_TRIM_THRESHOLD_") if key in settings)
+    assert allocator.settings_in_effect() == shown
+    if fine:
+        assert allocator.check_in_effect(row) == shown
+    else:
+        with pytest.raises(AllocatorError) as wrong:
+            allocator.check_in_effect(row)
+        assert str(wrong.value) == f"the worker runs with {shown or 'no allocator settings'}, not those of {row}"
