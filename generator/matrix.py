@@ -10,13 +10,25 @@ under ZeRO-3; simulated only), ``train-b8-s256-glibc-tuned`` (the allocator goes
 
 import re
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from generator.units import MIB, parse_size
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
-MODES = {"baseline": "baseline", "infer": "inference", "train": "train", "gen": "generate"}
-MODE_TOKENS = {name: token for token, name in MODES.items()}
+
+
+class Mode(StrEnum):
+    """What a row runs. Logic compares these names; report makes the words a reader sees (views.MODE_LABELS)."""
+
+    BASELINE = "baseline"
+    INFERENCE = "inference"
+    TRAIN = "train"
+    GENERATE = "generate"
+
+
+MODES = {"baseline": Mode.BASELINE, "infer": Mode.INFERENCE, "train": Mode.TRAIN, "gen": Mode.GENERATE}
+MODE_TOKENS: dict[str, str] = {name: token for token, name in MODES.items()}
 QUANTIZATIONS = {"nf4": "nf4"}  # id token -> the base's weight format (generator/quantize.py); "" keeps the dtype
 OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit"}  # id token -> optimizer; torch's AdamW is the default
 OPTIMIZER_TOKENS = {name: token for token, name in OPTIMIZERS.items()}
@@ -64,7 +76,7 @@ class RowError(ValueError):
 class RowSpec:
     """The coordinates of one measurement."""
 
-    mode: str  # "baseline" | "inference" | "train"
+    mode: str  # a Mode (a result file's row may hold any text until the codec checks it)
     batch_size: int = 0
     seq_len: int = 0
     dtype: str = "float32"
@@ -83,8 +95,8 @@ class RowSpec:
     @property
     def id(self) -> str:
         """The canonical id: every coordinate that differs from plain fp32, uncapped, full training."""
-        if self.mode == "baseline":
-            parts = ["baseline"]
+        if self.mode == Mode.BASELINE:
+            parts = [MODE_TOKENS[Mode.BASELINE]]
         else:
             parts = [MODE_TOKENS[self.mode], f"b{self.batch_size}", f"s{self.seq_len}"]
             if self.new_tokens:
@@ -159,14 +171,14 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
         if twice:  # "train-b2-bf16-fp16" must not quietly mean fp16
             raise RowError(f"row {text!r} names its {_COORDINATE_NAMES[twice.pop()]} twice")
         fields.update(parsed)
-    if mode == "baseline":
+    if mode == Mode.BASELINE:
         if set(fields) - {"mode", "memory_limit_bytes", "allocator"}:
             raise RowError(f"row {text!r}: the baseline takes no batch, length, dtype, LoRA or optimizer")
         return RowSpec(**fields)  # type: ignore[arg-type]
     if "batch_size" not in fields:
         raise RowError(f"row {text!r} needs a batch size, such as -b8")
     fields.setdefault("seq_len", seq_len)
-    if mode == "generate":
+    if mode == Mode.GENERATE:
         fields.setdefault("new_tokens", DEFAULT_NEW_TOKENS)
     row = RowSpec(**fields)  # type: ignore[arg-type]
     check_row(row, text)
@@ -220,11 +232,11 @@ def _parse_token(token: str, text: str) -> dict[str, object]:
 def check_row(row: RowSpec, text: str = "") -> None:
     """Refuse coordinates that are impossible or absurd for a single machine."""
     name = text or row.id
-    if row.mode != "train" and (row.gradient_checkpointing or row.lora_rank or row.amp):
+    if row.mode != Mode.TRAIN and (row.gradient_checkpointing or row.lora_rank or row.amp):
         raise RowError(f"row {name!r}: checkpointing, autocast and LoRA only apply to training rows")
-    if row.mode != "train" and (row.quantization or row.optimizer != DEFAULT_OPTIMIZER):
+    if row.mode != Mode.TRAIN and (row.quantization or row.optimizer != DEFAULT_OPTIMIZER):
         raise RowError(f"row {name!r}: a 4-bit base and the optimizer only apply to training rows")
-    if row.sharding and (row.mode != "train" or not 2 <= row.gpus <= MAX_GPUS):
+    if row.sharding and (row.mode != Mode.TRAIN or not 2 <= row.gpus <= MAX_GPUS):
         raise RowError(f"row {name!r}: sharding applies to training rows, on 2 to {MAX_GPUS} cards")
     if row.quantization and not row.lora_rank:
         raise RowError(f"row {name!r}: a 4-bit base is frozen, so it trains through LoRA: add lora<r> (QLoRA)")
@@ -236,7 +248,7 @@ def check_row(row: RowSpec, text: str = "") -> None:
         raise RowError(f"row {name!r}: batch size must be between 1 and {MAX_BATCH}")
     if not 1 <= row.seq_len <= MAX_SEQ_LEN:
         raise RowError(f"row {name!r}: sequence length must be between 1 and {MAX_SEQ_LEN}")
-    if (row.mode == "generate") != (row.new_tokens > 0):
+    if (row.mode == Mode.GENERATE) != (row.new_tokens > 0):
         raise RowError(f"row {name!r}: new tokens (n<count>) belong to generation rows (gen-...) only")
     if not 0 <= row.new_tokens <= MAX_NEW_TOKENS or row.positions > MAX_SEQ_LEN:
         raise RowError(f"row {name!r}: new tokens must be between 1 and {MAX_NEW_TOKENS}, and the prompt and "

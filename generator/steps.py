@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 
 PhaseCallback = Callable[[str], None]
 
@@ -102,7 +102,7 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
         model.loss_type = "ForCausalLM"
     targets: tuple[str, ...] = ()
     optimizer = None
-    if row.mode != "train":
+    if row.mode != Mode.TRAIN:
         model.eval()
     else:
         if row.quantization == "nf4":  # quantized where it was built (on the CPU), then moved
@@ -202,9 +202,9 @@ def run_steps(row: RowSpec, prepared: Prepared, on_phase: PhaseCallback,
               on_step_done: Callable[[], None] | None = None) -> None:
     """The row's steps, in order."""
     for step in range(1, row.steps + 1):
-        if row.mode == "train":
+        if row.mode == Mode.TRAIN:
             train_step(prepared, step, on_phase, row.amp)
-        elif row.mode == "generate":
+        elif row.mode == Mode.GENERATE:
             generate_pass(prepared, step, on_phase, row.new_tokens)
         else:
             inference_pass(prepared, step, on_phase)

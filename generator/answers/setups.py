@@ -7,7 +7,7 @@ adding a set-up is one line here."""
 
 from dataclasses import dataclass
 
-from generator.matrix import parse_row
+from generator.matrix import Mode, parse_row
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,6 @@ def row_template(name: str, sharding: tuple[str, int] | None = None) -> str:
     matrix.SHARDED_KINDS and a number of GPUs), a training row's per-card row (inference and generation run
     whole on each card)."""
     template = KINDS[name]
-    if sharding is None or parse_row(template.format(b=1, s=1)).mode != "train":
+    if sharding is None or parse_row(template.format(b=1, s=1)).mode != Mode.TRAIN:
         return template
     return f"{template}-{sharding[0]}x{sharding[1]}"

@@ -10,7 +10,7 @@ from generator.cli.gpu_kit import run_gpu
 from generator.cli.parser import UsageError
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
-from generator.matrix import DEFAULT_ROWS, RowError, RowSpec, select_rows, under_allocators
+from generator.matrix import DEFAULT_ROWS, Mode, RowError, RowSpec, select_rows, under_allocators
 
 EXIT_FAILED_ROWS = 1
 EXIT_INTERRUPTED = 130
@@ -65,7 +65,7 @@ def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSour
     from generator.model_source import check_lengths, check_lora_targets, resolve_model
 
     source = resolve_model(args.model)
-    check_lengths(source, [row.positions for row in rows if row.mode != "baseline"])
+    check_lengths(source, [row.positions for row in rows if row.mode != Mode.BASELINE])
     if not args.lora_targets:
         return source
     check_lora_targets(source, args.lora_targets)
@@ -169,7 +169,7 @@ def run_history(args: argparse.Namespace) -> int:
     with --not-installable, a release that could not be installed, with the reason."""
     from generator.store.history import ReleaseEntry, history_path, save_release
 
-    rows = tuple(row for row in parse_rows(args.rows, args.seq, None) if row.mode != "baseline")
+    rows = tuple(row for row in parse_rows(args.rows, args.seq, None) if row.mode != Mode.BASELINE)
     if args.not_installable:
         version, _, reason = args.not_installable.partition(":")
         name = _model_name(args)

@@ -9,8 +9,9 @@ minus the imports of the same process."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.store.catalog import Selection
 from generator.store.comparability import LIBRARY_KEYS, comparable, environment_differences
 from generator.store.history import CATEGORY_FIELDS
@@ -32,7 +33,22 @@ NOISE_FLOOR_BYTES = 32 * 2**20
 TUNED_NOISE_FLOOR = 0.005
 TUNED_NOISE_FLOOR_BYTES = 4 * 2**20
 FLOORS = {"glibc-tuned": (TUNED_NOISE_FLOOR, TUNED_NOISE_FLOOR_BYTES)}
-WORSE = ("more", "failed")
+
+
+class Verdict(StrEnum):
+    """A row's verdict: the name logic compares, which the renderers also print as it is."""
+
+    SAME = "same"
+    MORE = "more"
+    LESS = "less"
+    ONLY_BEFORE = "only before"
+    ONLY_AFTER = "only after"
+    FAILED = "failed"
+    NOT_COMPARABLE = "not comparable"
+
+
+WORSE = (Verdict.MORE, Verdict.FAILED)
+JUDGED = (Verdict.SAME, Verdict.MORE, Verdict.LESS)  # both sides finished and judged against a threshold
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,12 @@ class RowDiff:
     moved_most: str  # the phase whose net peak changed most, with the change; '' when not compared
     tensor: "TensorChange | None" = None  # the simulated tensor peaks, where both sides recorded one
     judged_on: str = ""  # the row whose verdict counts instead: its glibc-tuned twin, measured on both sides
+
+    @property
+    def compared(self) -> bool:
+        """Both sides finished and were judged against a threshold (not only on one side, failed or
+        incomparable)."""
+        return self.verdict in JUDGED
 
 
 @dataclass(frozen=True)
@@ -203,7 +225,7 @@ class NothingComparedError(ResultsError):
 
 
 # Verdicts that come from comparing a row's two sides (the others say why it was not compared).
-COMPARED = ("same", "more", "less", "failed")
+COMPARED = (*JUDGED, Verdict.FAILED)
 
 
 def compare(before: Selection, after: Selection, override: float | None = None) -> Comparison:
@@ -212,8 +234,8 @@ def compare(before: Selection, after: Selection, override: float | None = None) 
     if before.model != after.model:
         raise DifferentModelsError(f"diff: the before side holds {before.model!r} and the after side "
                                    f"{after.model!r}; pass --model with a model that both sides hold")
-    old = {r.row.id: r for r in before.results if r.row.mode != "baseline"}
-    new = {r.row.id: r for r in after.results if r.row.mode != "baseline"}
+    old = {r.row.id: r for r in before.results if r.row.mode != Mode.BASELINE}
+    new = {r.row.id: r for r in after.results if r.row.mode != Mode.BASELINE}
     order = [*_ordered(new.values()), *[row_id for row_id in _ordered(old.values()) if row_id not in new]]
     env_before, env_after = before.results[0].environment, after.results[0].environment
     libraries = tuple((key, getattr(env_before, key), getattr(env_after, key)) for key in LIBRARY_KEYS

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from generator.diff.compare import Comparison, RowDiff, Side, signed_size
+from generator.diff.compare import WORSE, Comparison, RowDiff, Side, Verdict, signed_size
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
 from generator.units import format_mib, mib_spread, signed_mib, signed_percent
 
@@ -29,7 +29,7 @@ def _net(side: Side | None) -> str:
 
 def cells(row: RowDiff) -> list[str]:
     """One row's cells as plain text, shared by the terminal and Markdown renderers."""
-    compared = row.before is not None and row.after is not None and row.threshold_source != ""
+    compared = row.compared
     phases = "–"
     if row.before and row.after and row.before.peak_phase:
         phases = row.before.peak_phase if row.before.peak_phase == row.after.peak_phase else (
@@ -51,7 +51,7 @@ def _tensor(row: RowDiff) -> str:
     tensor = row.tensor
     if tensor is None:
         return "–"
-    text = "same" if tensor.verdict == "same" else (
+    text = "same" if tensor.verdict == Verdict.SAME else (
         f"{signed_size(tensor.change_bytes)} ({tensor.moved_most.split(' (')[0]})" if tensor.moved_most
         else signed_size(tensor.change_bytes))
     return f"{text}; {SHORT.get(tensor.disagrees, tensor.disagrees)}" if tensor.disagrees else text
@@ -90,7 +90,7 @@ def render_terminal(comparison: Comparison, console: Console) -> None:
     for column in table.columns[1:6]:
         column.justify = "right"
     for row in comparison.rows:
-        style = "red" if row.verdict in ("more", "failed") else "green" if row.verdict == "less" else ""
+        style = "red" if row.verdict in WORSE else "green" if row.verdict == Verdict.LESS else ""
         table.add_row(*[Text(plain_terminal_text(cell)) for cell in cells(row)], style=style)
     console.print(table)
     console.print(Text(_summary(comparison)))

@@ -16,7 +16,7 @@ def verdicts(base: Path, changed: Path) -> list[dict]:
     """Each row's verdict, change and threshold, the changed side against the base side."""
     before, after = Catalog(base.parent).select(base, None), Catalog(changed.parent).select(changed, None)
     return [{"row": row.row, "verdict": row.verdict, "change": round(row.change, 4),
-             "threshold": round(row.threshold, 4)} for row in compare(before, after).rows if row.threshold_source]
+             "threshold": round(row.threshold, 4)} for row in compare(before, after).rows if row.compared]
 
 
 def main(arguments: list[str]) -> None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.matrix import RowSpec, parse_row
+from generator.matrix import Mode, RowSpec, parse_row
 from generator.measure.runner import Job, WorkerServer, run_repeat
 from generator.model_source import ModelSource
 from generator.store import codec, layout
@@ -47,10 +47,10 @@ class StepModel:
 
     def seconds(self, row: RowSpec) -> float:
         """One repeat of a row: its set-up and its steps."""
-        if row.mode == "baseline":
+        if row.mode == Mode.BASELINE:
             return 0.5
         step = self.fixed + self.per_token * row.tokens_per_step
-        factor = FACTORS["inference"] if row.mode == "inference" else 1.0
+        factor = FACTORS["inference"] if row.mode == Mode.INFERENCE else 1.0
         factor *= FACTORS["ckpt"] if row.gradient_checkpointing else 1.0
         factor *= FACTORS["lora"] if row.lora_rank else 1.0
         factor *= FACTORS["emulated_bf16"] if row.dtype != "float32" and not self.native_bf16 else 1.0
@@ -103,7 +103,7 @@ def estimate(rows: list[RowSpec], model: ModelSource, output: Path, environment:
     if len(mine) == len(rows):
         return Estimate(mine, SERVER_START_GUESS, "this machine's earlier runs")
     started = time.perf_counter()
-    seq_len = next((row.seq_len for row in rows if row.mode != "baseline"), 256)
+    seq_len = next((row.seq_len for row in rows if row.mode != Mode.BASELINE), 256)
     calibrated = calibrate(model, seq_len, environment, timeout_seconds) if len(rows) >= CALIBRATE_FROM_ROWS else None
     if calibrated is None:
         rough = StepModel(fixed=1.0, per_token=0.015, setup=1.0, native_bf16=False)

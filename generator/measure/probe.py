@@ -6,7 +6,7 @@ recorded in this environment: the cap under which a run that survives its first 
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.store import catalog, codec, layout
@@ -27,7 +27,7 @@ def plan_probe(row: RowSpec, measurements: Path, device: str, memory_limit: int 
     """Choose the cap: the one given, or the midpoint of the uncapped row's step peaks in this environment."""
     if memory_limit:
         return ProbePlan(row.with_limit(memory_limit), "the cap given")
-    if row.mode != "train":
+    if row.mode != Mode.TRAIN:
         raise ResultsError(f"probe {row.id}: only training rows have a step 2 to die in; pass --memory-limit")
     environment_id = collect_environment(device).id
     path = layout.row_path(catalog.model_folder(measurements, environment_id, model.name, model.config_sha256), row)

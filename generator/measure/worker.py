@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from generator.escaping import one_line_error
+from generator.matrix import Mode
 from generator.measure.limits import MemoryLimit
 from generator.measure.peak import PeakMeter, status_bytes
 from generator.store.records import declared
@@ -125,7 +126,7 @@ def run(worker: Worker) -> None:
     source = ModelSource(**worker.job["model"])
     import_model_code(source)
     worker.figures["startup_seconds"] = time.time() - worker.job["spawned_at"]
-    if row.mode == "baseline":
+    if row.mode == Mode.BASELINE:
         return
     worker.enter("load")
     started = time.perf_counter()

@@ -3,7 +3,7 @@ recorded into the model's history file. `nox -s history` runs it under each rele
 
 import time
 
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.predict.simulate import try_simulate
@@ -16,7 +16,7 @@ def record_release(rows: tuple[RowSpec, ...], source: ModelSource) -> ReleaseEnt
     started = time.perf_counter()
     peaks = []
     for row in rows:
-        if row.mode == "baseline":
+        if row.mode == Mode.BASELINE:
             continue
         prediction, error = try_simulate(row, source)
         peaks.append(RowPeak(row=row.id, error=error) if prediction is None else RowPeak(

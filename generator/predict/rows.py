@@ -10,7 +10,7 @@ from pathlib import Path
 
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import plain_terminal_text
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.predict.simulate import try_simulate
@@ -33,7 +33,7 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
     """Simulate each row (the baseline has nothing to simulate); a row that fails is kept with its reason."""
     predictions = []
     for row in rows:
-        if row.mode == "baseline":
+        if row.mode == Mode.BASELINE:
             continue
         prediction, error = try_simulate(row, source)
         peak = model.expected(prediction.tensor_peak_bytes) if prediction else 0

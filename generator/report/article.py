@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from generator.budget import EXAMPLE_PARAMETERS, ProcessModel
-from generator.matrix import DEFAULT_ALLOCATOR
+from generator.matrix import DEFAULT_ALLOCATOR, Mode
 from generator.report.allocators import AllocatorComparison, compare_allocators
 from generator.report.answer import FirstAnswer, first_answer
 from generator.report.claims import LargeModel, large_model
@@ -125,9 +125,9 @@ class _Rows:
 
 
 def _rows(results: Sequence[RowResult], process: ProcessModel | None) -> _Rows:
-    ordered = tuple(sorted(results, key=lambda r: (r.row.mode != "baseline", r.row.memory_limit_bytes > 0,
+    ordered = tuple(sorted(results, key=lambda r: (r.row.mode != Mode.BASELINE, r.row.memory_limit_bytes > 0,
                                                    r.row.mode, r.row.tokens_per_step, r.row.id)))
-    modelled = [r for r in ordered if r.row.mode != "baseline" and r.model.parameters]
+    modelled = [r for r in ordered if r.row.mode != Mode.BASELINE and r.model.parameters]
     parameters = max((r.model.parameters - r.model.trainable_parameters if r.row.lora_rank
                       else r.model.parameters) for r in modelled) if modelled else 0
     views = {r.row.id: row_view(r, parameters, process) for r in ordered}
@@ -164,12 +164,13 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
     rows = _rows(results, process)
     uncapped, views, seq_len, parameters = rows.uncapped, rows.views, rows.seq_len, rows.parameters
     lora_row = next((v for v in uncapped.values() if v.lora_rank and v.ok), None)
-    baseline = next((r for r in rows.ordered if r.row.mode == "baseline" and r.summary.ok), None)
+    baseline = next((r for r in rows.ordered if r.row.mode == Mode.BASELINE and r.summary.ok), None)
     plain = uncapped.get(f"train-b8-s{seq_len}")
     page_findings = findings(uncapped, parameters, lora_row, seq_len, vocabulary_size(rows.first.model.config_sha256))
     runs = capped_runs(rows.ordered, views)
     overhead = overhead_summary(list(views.values()), process)
-    shown = tuple(view for view in uncapped.values() if view.mode != "baseline" and view.allocator == DEFAULT_ALLOCATOR)
+    shown = tuple(view for view in uncapped.values()
+                  if view.mode != Mode.BASELINE and view.allocator == DEFAULT_ALLOCATOR)
     return PageContext(
         **_model_fields(rows.first.model, parameters),  # type: ignore[arg-type]
         environment=environment_table(rows.first.environment),

@@ -9,14 +9,13 @@ from typing import Any
 import altair as alt
 import vl_convert
 
-from generator.matrix import DEFAULT_ALLOCATOR, parse_row
+from generator.matrix import DEFAULT_ALLOCATOR, Mode, parse_row
 from generator.report.article import PageContext
 from generator.report.low_bit import LowBitSection
-from generator.report.views import RowView
+from generator.report.views import PART_LABELS, Part, RowView
 from generator.units import MIB
 
-COMPONENT_ORDER = ["weights", "quantization constants", "gradients", "AdamW state", "activations",
-                   "kept by the allocator", "activations and the rest"]
+COMPONENT_ORDER = list(PART_LABELS.values())  # the stacking order, in the legend's words
 # Each colour as (light page, dark page): every mark and every text at least 4.5:1 against the page's background
 # in its scheme (#fdfdfc and #15171a in templates/style.css). The SVG is drawn in the light colours and carries a
 # prefers-color-scheme rule that swaps each for its dark twin (dark_scheme_style below).
@@ -61,7 +60,7 @@ def titled(text: str, context: PageContext, basis: str) -> alt.TitleParams:
 
 def memory_by_row(context: PageContext) -> alt.Chart:
     """A stacked bar per row: what P × bytes predicts (weights, gradients, AdamW state) and the rest."""
-    records = [{"row": row.id, "component": name, "MiB": n_bytes / MIB, "order": COMPONENT_ORDER.index(name)}
+    records = [_slice(row.id, name, n_bytes)
                for row in context.rows if row.ok for name, n_bytes in _split(row)]
     order = [row.id for row in context.rows if row.ok]
     title = titled("Where each row's peak goes", context, "net peak: the process less its imports")
@@ -87,7 +86,7 @@ def low_bit_chart(section: LowBitSection) -> alt.Chart:
             # the model, the row's shape, its options: three short lines, since a browser's font runs longer
             pieces = parse_row(row_id).with_allocator(DEFAULT_ALLOCATOR).id.split("-", 3)
             labels[key] = [row.model, "-".join(pieces[:3]), *pieces[3:]]
-            records += [{"row": key, "component": name, "MiB": n_bytes / MIB, "order": COMPONENT_ORDER.index(name)}
+            records += [_slice(key, name, n_bytes)
                         for name, n_bytes in parts]
     models = ", ".join(dict.fromkeys(row.model for row in section.rows))
     title = alt.TitleParams("Where the bitsandbytes rows' peaks go", subtitleColor=INK, subtitleFontSize=14,
@@ -103,14 +102,19 @@ def low_bit_chart(section: LowBitSection) -> alt.Chart:
     ).properties(width=170, height={"step": 48})
 
 
-def _split(row: RowView) -> list[tuple[str, int]]:
+def _slice(row: str, part: Part, n_bytes: int) -> dict:
+    """One bar segment: the part's label is made here, from its name."""
+    return {"row": row, "component": PART_LABELS[part], "MiB": n_bytes / MIB, "order": list(Part).index(part)}
+
+
+def _split(row: RowView) -> list[tuple[Part, int]]:
     """A row's slices, with "activations and the rest" split where the row was simulated: the activations its
     tensors needed, and what the allocator kept beyond them."""
     parts = []
     for part in row.components:
-        if part.name == "activations and the rest" and row.simulated_activations is not None:
+        if part.name == Part.REST and row.simulated_activations is not None:
             activations = min(row.simulated_activations.n_bytes, part.n_bytes)
-            parts += [("activations", activations), ("kept by the allocator", part.n_bytes - activations)]
+            parts += [(Part.ACTIVATIONS, activations), (Part.KEPT, part.n_bytes - activations)]
         else:
             parts.append((part.name, part.n_bytes))
     return parts
@@ -158,7 +162,7 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
 
 def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
     fit_length = context.rows[0].seq_len if context.rows else seq_len
-    if mode in ("inference", "generate"):
+    if mode in (Mode.INFERENCE, Mode.GENERATE):
         return mode
     return "training (fitted)" if seq_len == fit_length else f"training at length {seq_len}"
 

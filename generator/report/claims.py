@@ -4,15 +4,16 @@ a large model should try first. Each returns None where its rows are missing, an
 from the fields here, never from a fixed claim."""
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from generator.budget import fixed_costs
-from generator.matrix import parse_row
-from generator.report.views import Figure, Ratio, RowView, figure, share, signed
+from generator.matrix import Mode, parse_row
+from generator.report.views import Figure, Part, Ratio, RowView, figure, share, signed
 from generator.store.fit_table import FitTable
 from generator.units import format_gib
 
 HALVES = -0.45  # a change of −45 % or more reads as "halves"; anything smaller is stated as its own size
-FIXED_ARRAYS = ("weights", "gradients", "AdamW state")
+FIXED_ARRAYS = (Part.WEIGHTS, Part.GRADIENTS, Part.ADAMW_STATE)
 
 
 def fixed_bytes(row: RowView) -> int:
@@ -20,8 +21,19 @@ def fixed_bytes(row: RowView) -> int:
     return sum(c.n_bytes for c in row.components if c.name in FIXED_ARRAYS)
 
 
-def _direction(change: float) -> str:
-    return "fall" if change < 0 else "rise" if change > 0 else "stay level"
+class Direction(StrEnum):
+    """Which way a figure moves: the name logic compares; DIRECTION_WORDS says it in the article's words."""
+
+    FALL = "fall"
+    RISE = "rise"
+    LEVEL = "level"
+
+
+DIRECTION_WORDS = {Direction.FALL: "fall", Direction.RISE: "rise", Direction.LEVEL: "stay level"}
+
+
+def _direction(change: float) -> Direction:
+    return Direction.FALL if change < 0 else Direction.RISE if change > 0 else Direction.LEVEL
 
 
 @dataclass(frozen=True)
@@ -34,8 +46,17 @@ class HalfPrecision:
     rest_after: Figure
     rest_change: Ratio  # signed
     rest_size: Ratio  # its size, unsigned: "26 %"
-    rest_direction: str  # "fall", "rise" or "stay level"
+    rest_direction: Direction
     rest_halves: bool
+
+    @property
+    def rest_words(self) -> str:
+        """'fall', 'rise' or 'stay level'."""
+        return DIRECTION_WORDS[self.rest_direction]
+
+    @property
+    def rest_level(self) -> bool:
+        return self.rest_direction == Direction.LEVEL
 
 
 def half_precision(bf16: RowView | None, fp32: RowView | None) -> HalfPrecision | None:
@@ -81,7 +102,12 @@ class SameTokens:
     wider: RowView
     change: Ratio  # longer / wider − 1, signed
     within_spread: bool  # the two rows' repeat ranges overlap: no difference the repeats can tell apart
-    direction: str  # "more" or "less": what the longer sequence needs
+    longer_needs_more: bool
+
+    @property
+    def direction(self) -> str:
+        """'more' or 'less': what the longer sequence needs."""
+        return "more" if self.longer_needs_more else "less"
 
 
 def same_tokens(longer: RowView | None, wider: RowView | None) -> SameTokens | None:
@@ -92,7 +118,7 @@ def same_tokens(longer: RowView | None, wider: RowView | None) -> SameTokens | N
     low_w, high_w = wider.net_low or wider.net.n_bytes, wider.net_high or wider.net.n_bytes
     change = longer.net.n_bytes / wider.net.n_bytes - 1
     return SameTokens(longer=longer, wider=wider, change=signed(change),
-                      within_spread=low_l <= high_w and low_w <= high_l, direction="more" if change > 0 else "less")
+                      within_spread=low_l <= high_w and low_w <= high_l, longer_needs_more=change > 0)
 
 
 @dataclass(frozen=True)
@@ -113,7 +139,7 @@ def large_model(fit_table: FitTable | None) -> LargeModel | None:
     if fit_table is None:
         return None
     rows = [(s, parse_row(s.row)) for s in fit_table.example]
-    full = [(s, row) for s, row in rows if row.mode == "train" and row.dtype == "bfloat16" and not row.lora_rank
+    full = [(s, row) for s, row in rows if row.mode == Mode.TRAIN and row.dtype == "bfloat16" and not row.lora_rank
             and not row.amp]
     if not full:
         return None

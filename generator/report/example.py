@@ -15,7 +15,7 @@ from generator.budget import (
 from generator.matrix import parse_row
 from generator.report.findings import TokenFit
 from generator.report.fit_page import SITE_MARGIN
-from generator.report.views import Figure, Ratio, RowView, figure, ratio
+from generator.report.views import Figure, Part, Ratio, RowView, figure, ratio
 from generator.store.fit_table import FitTable
 from generator.units import format_gib
 
@@ -85,7 +85,7 @@ def row_label_of(row: RowView | None) -> str:
 
 
 def _activations(row: RowView | None) -> Figure | None:
-    rest = next((c.n_bytes for c in row.components if c.name == "activations and the rest"), None) if row else None
+    rest = next((c.n_bytes for c in row.components if c.name == Part.REST), None) if row else None
     return figure(rest) if rest is not None else None
 
 

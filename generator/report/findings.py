@@ -10,7 +10,7 @@ from generator.budget import (
     per_token_cost,
     weight_bytes,
 )
-from generator.matrix import DEFAULT_ALLOCATOR
+from generator.matrix import DEFAULT_ALLOCATOR, Mode
 from generator.report.claims import (
     HalfPrecision,
     LogitsShare,
@@ -143,7 +143,7 @@ def compare(subject: RowView | None, reference: RowView | None) -> Comparison | 
 
 def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
     """Least squares of net peak on tokens per step over plain fp32 training rows at one length."""
-    plain = [r for r in rows if r.mode == "train" and r.net and r.dtype == "float32" and r.seq_len == seq_len
+    plain = [r for r in rows if r.mode == Mode.TRAIN and r.net and r.dtype == "float32" and r.seq_len == seq_len
              and not r.gradient_checkpointing and not r.lora_rank and not r.amp and not r.memory_limit
              and r.allocator == DEFAULT_ALLOCATOR]
     if len({r.tokens for r in plain}) < 3 or len({r.net.n_bytes for r in plain if r.net}) < 2:
@@ -195,7 +195,7 @@ def noise(results: Sequence[RowResult]) -> Noise | None:
     spreads, files, anons = [], [0], [0]
     for result in results:
         repeats = [r for r in result.repeats if r.status == "ok"]
-        if len(repeats) < 2 or result.row.mode == "baseline" or result.row.memory_limit_bytes:
+        if len(repeats) < 2 or result.row.mode == Mode.BASELINE or result.row.memory_limit_bytes:
             continue
         nets = sorted(r.net_peak_bytes for r in repeats)
         if statistics.median(nets) <= 0:

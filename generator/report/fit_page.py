@@ -15,7 +15,7 @@ from generator.budget import (
     cuda_rules,
     largest_batch,
 )
-from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, batch_limit
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
@@ -263,7 +263,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
     budgets = site_budgets(cpu_margin)
     answers = site_answers(table, process, budgets) if table is not None else []
-    baseline = next((r for r in results if r.row.mode == "baseline" and r.summary.ok
+    baseline = next((r for r in results if r.row.mode == Mode.BASELINE and r.summary.ok
                      and r.row.allocator == DEFAULT_ALLOCATOR), None)
     missing = "" if table is not None else (f"No simulated curves under {libraries} yet: `memory-budget refresh` "
                                             "(part of `nox -s measure`) records them.")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.budget import CUDA_CONTEXT_BYTES
+from generator.matrix import Mode
 from generator.store import gpu_context, layout
 from generator.store.catalog import Catalog
 from generator.store.gpu_context import GpuContext
@@ -74,7 +75,7 @@ def _validated(result: RowResult) -> ValidatedRow | None:
 
 
 def _checked(result: RowResult) -> CheckedAnswer | None:
-    if not result.row.memory_limit_bytes or result.row.mode == "baseline":
+    if not result.row.memory_limit_bytes or result.row.mode == Mode.BASELINE:
         return None
     return CheckedAnswer(result.model.name, result.row.with_limit(0).id, result.row.memory_limit_bytes,
                          result.summary.ok, result.summary.status)

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from generator.matrix import DEFAULT_OPTIMIZER, RowSpec
-from generator.report.views import Figure, figure
+from generator.report.views import Figure, Part, figure
 from generator.store.accuracy import WITHIN, judged_rows
 from generator.store.records import RowResult
 from generator.units import format_mib, signed_percent
@@ -35,8 +35,8 @@ class LowBitRow:
     predicted: Figure | None  # out of sample: the process model fitted on the other models' rows
     error_share: float | None  # its error against the measured median
     error: str
-    split: tuple[tuple[str, int], ...] = ()  # the simulated split at its tensor peak, then what the allocator kept
-    against_split: tuple[tuple[str, int], ...] = ()  # the same for the row without the change
+    split: tuple[tuple[Part, int], ...] = ()  # the simulated split at its tensor peak, then what the allocator kept
+    against_split: tuple[tuple[Part, int], ...] = ()  # the same for the row without the change
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _weights(result: RowResult) -> str:
     return format_mib(found.weights_bytes) + constants
 
 
-def split(result: RowResult) -> tuple[tuple[str, int], ...]:
+def split(result: RowResult) -> tuple[tuple[Part, int], ...]:
     """A measured row's net peak in slices, from its simulation: weights (the 4-bit layers packed), the
     quantization constants that undo them, gradients, optimizer state and activations at the tensor peak, then
     what the process held beyond the tensors; () where the row carries no simulation."""
@@ -90,10 +90,10 @@ def split(result: RowResult) -> tuple[tuple[str, int], ...]:
     if found is None:
         return ()
     constants = found.quantization_bytes
-    parts = [("weights", found.weights_bytes - constants), ("quantization constants", constants),
-             ("gradients", found.gradients_bytes), ("AdamW state", found.optimizer_bytes),
-             ("activations", found.activations_bytes),
-             ("kept by the allocator", max(result.summary.net_peak_bytes - found.tensor_peak_bytes, 0))]
+    parts = [(Part.WEIGHTS, found.weights_bytes - constants), (Part.QUANTIZATION_CONSTANTS, constants),
+             (Part.GRADIENTS, found.gradients_bytes), (Part.ADAMW_STATE, found.optimizer_bytes),
+             (Part.ACTIVATIONS, found.activations_bytes),
+             (Part.KEPT, max(result.summary.net_peak_bytes - found.tensor_peak_bytes, 0))]
     return tuple((name, n_bytes) for name, n_bytes in parts if n_bytes)
 
 

@@ -6,9 +6,11 @@ Like the article's context it is frozen and typed; the template places its value
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from generator.diff.compare import Comparison, NothingComparedError, RowDiff, compare
+from generator.diff.compare import Comparison, NothingComparedError, RowDiff, Verdict, compare
 from generator.diff.render import COLUMNS, cells
+from generator.matrix import parse_row
 from generator.report.history import HistoryContext
+from generator.report.views import MODE_LABELS
 from generator.store.catalog import Selection
 from generator.store.comparability import same_machine
 from generator.units import signed_mib, signed_percent
@@ -74,7 +76,7 @@ def chart_label(comparison: Comparison) -> str:
 
 def largest_change(comparison: Comparison) -> RowDiff | None:
     """The compared row whose net peak moved most, either way."""
-    compared = [row for row in comparison.rows if row.threshold_source]
+    compared = [row for row in comparison.rows if row.compared]
     return max(compared, key=lambda row: abs(row.change)) if compared else None
 
 
@@ -82,7 +84,7 @@ def describe(row: RowDiff | None) -> str:
     """'train-b8-s256: +3.1 % (+210 MiB), most in step2; within its 5.0 % threshold'."""
     if row is None:
         return "no row could be compared"
-    beyond = "beyond" if row.verdict in ("more", "less") else "within"
+    beyond = "beyond" if row.verdict in (Verdict.MORE, Verdict.LESS) else "within"
     sign = f"{signed_percent(row.change)} ({signed_mib(row.change_bytes)})"
     return (f"{row.row}: {sign}, most in {row.moved_most or 'no phase'}; {beyond} its "
             f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
@@ -100,8 +102,8 @@ class Shift:
 
 def _shifts(comparison: Comparison) -> tuple[Shift, ...]:
     found = []
-    for mode, label in (("infer", "inference"), ("train", "training"), ("gen", "generation")):
-        rows = [row for row in comparison.rows if row.threshold_source and row.row.startswith(f"{mode}-")]
+    for mode, label in MODE_LABELS.items():
+        rows = [row for row in comparison.rows if row.compared and parse_row(row.row).mode == mode]
         for direction, word in ((1, "rose"), (-1, "fell")):
             clear = [row for row in rows if row.before and row.after and direction * row.change > 0
                      and (row.after.min_bytes > row.before.max_bytes if direction > 0
@@ -178,7 +180,7 @@ def shift_causes(comparison: Comparison, history: HistoryContext | None,
     if "transformers" not in versions or not comparison.differences:
         return ()
     old, new = versions["transformers"]
-    same = {row.row: row.change for row in (machines.rows if machines else ()) if row.threshold_source}
+    same = {row.row: row.change for row in (machines.rows if machines else ()) if row.compared}
     found = []
     for shift in _shifts(comparison):
         names = [row.row for row in shift.rows]
@@ -227,7 +229,7 @@ def build_versions(article: Selection, others: list[Selection],
     machines = next((c for c in comparisons if not c.library_changes and c.differences), None)
     releases = tuple(release(comparison, history, machines) for comparison in comparisons)
     changes = tuple((chart_label(comparison), row.row, row.change, row.threshold) for comparison in comparisons
-                    for row in comparison.rows if row.threshold_source)
+                    for row in comparison.rows if row.compared)
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
                            newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
                            across_machines=across, history=history,

@@ -5,16 +5,34 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from generator.budget import ProcessModel, fixed_costs, weight_bytes
-from generator.matrix import DEFAULT_ALLOCATOR, RowSpec
+from generator.matrix import DEFAULT_ALLOCATOR, Mode, RowSpec
 from generator.store.records import RowResult, Summary
 from generator.units import format_mib, mib_spread, signed_percent
 
 PHASE_LABELS = {"load": "model built", "forward": "forward (step 1)", "backward": "backward (step 1)",
                 "optimizer": "optimizer step 1", "decode": "decode (step 1)", "step2": "step 2"}
 PHASE_ORDER = tuple(PHASE_LABELS)
-MODE_LABELS = {"inference": "inference", "train": "training", "generate": "generation"}
+MODE_LABELS: dict[str, str] = {Mode.INFERENCE: "inference", Mode.TRAIN: "training", Mode.GENERATE: "generation"}
+
+
+class Part(StrEnum):
+    """A slice of a row's peak, by name; PART_LABELS says it in the charts' words, in the charts' stacking order."""
+
+    WEIGHTS = "weights"
+    QUANTIZATION_CONSTANTS = "quantization_constants"
+    GRADIENTS = "gradients"
+    ADAMW_STATE = "adamw_state"
+    ACTIVATIONS = "activations"
+    KEPT = "kept"  # what the allocator kept beyond the simulated tensors
+    REST = "rest"  # activations and the rest: the measured peak less P × bytes, where nothing was simulated
+
+
+PART_LABELS = {Part.WEIGHTS: "weights", Part.QUANTIZATION_CONSTANTS: "quantization constants",
+               Part.GRADIENTS: "gradients", Part.ADAMW_STATE: "AdamW state", Part.ACTIVATIONS: "activations",
+               Part.KEPT: "kept by the allocator", Part.REST: "activations and the rest"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +64,7 @@ class Phase:
 class Component:
     """One slice of a row's peak: weights, gradients, AdamW state, or activations and the rest."""
 
-    name: str
+    name: Part
     n_bytes: int
 
 
@@ -121,7 +139,7 @@ def signed(value: float) -> Ratio:
 
 def row_label(row: RowSpec, lora_targets: str = "") -> str:
     """'training, batch 8 × 256, gradient checkpointing'; LoRA's targets as the row recorded them."""
-    if row.mode == "baseline":
+    if row.mode == Mode.BASELINE:
         return "imports only (baseline)"
     parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
     if row.new_tokens:
@@ -144,11 +162,11 @@ def row_label(row: RowSpec, lora_targets: str = "") -> str:
 def components(result: RowResult, parameters: int) -> tuple[Component, ...]:
     """Split a row's net peak into what P × bytes predicts and the measured rest."""
     row, summary = result.row, result.summary
-    costs = fixed_costs(parameters, result.model.trainable_parameters, row.dtype, row.mode == "train")
-    known = [("weights", costs.weights), ("gradients", costs.gradients), ("AdamW state", costs.adamw_state)]
+    costs = fixed_costs(parameters, result.model.trainable_parameters, row.dtype, row.mode == Mode.TRAIN)
+    known = [(Part.WEIGHTS, costs.weights), (Part.GRADIENTS, costs.gradients), (Part.ADAMW_STATE, costs.adamw_state)]
     known = [(name, n_bytes) for name, n_bytes in known if n_bytes]
     rest = max(summary.net_peak_bytes - sum(n for _, n in known), 0)
-    return tuple(Component(name, n_bytes) for name, n_bytes in [*known, ("activations and the rest", rest)])
+    return tuple(Component(name, n_bytes) for name, n_bytes in [*known, (Part.REST, rest)])
 
 
 def row_view(result: RowResult, parameters: int, process: ProcessModel | None = None) -> RowView:
@@ -159,7 +177,7 @@ def row_view(result: RowResult, parameters: int, process: ProcessModel | None = 
                       key=lambda item: PHASE_ORDER.index(item[0]) if item[0] in PHASE_ORDER else len(PHASE_ORDER))
     phases = tuple(Phase(name, PHASE_LABELS.get(name, name), figure(max(peak - baseline, 0)))
                    for name, peak in in_order) if summary.ok else ()
-    measured = summary.ok and row.mode != "baseline"
+    measured = summary.ok and row.mode != Mode.BASELINE
     failure = f"{summary.status.upper()} in {PHASE_LABELS.get(summary.phase, summary.phase or 'start-up')}"
     pair = sum(repeat.status == "ok" for repeat in result.repeats) == 2
     return RowView(
@@ -229,7 +247,7 @@ def detail_sizes(detail: str) -> str:
 def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     """A row's prediction beside its measurement, where it has one."""
     prediction, summary = result.prediction, result.summary
-    if prediction is None or not summary.ok or result.row.mode == "baseline":
+    if prediction is None or not summary.ok or result.row.mode == Mode.BASELINE:
         return {}
     tensor = prediction.tensor_peak_bytes
     expected = process.expected(tensor) if process is not None else tensor

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from generator.matrix import default_matrix
+from generator.matrix import Mode, default_matrix
 from generator.model_source import DEFAULT_MODEL
 from generator.store import codec, layout
 from generator.store.comparability import LIBRARY_KEYS
@@ -83,7 +83,7 @@ class Catalog:
 
 
 def _model_name(results: tuple[RowResult, ...]) -> str:
-    return next((r.model.name for r in results if r.row.mode != "baseline"), results[0].model.name)
+    return next((r.model.name for r in results if r.row.mode != Mode.BASELINE), results[0].model.name)
 
 
 def load_folder(folder: Path) -> tuple[RowResult, ...]:
@@ -100,7 +100,7 @@ def load_folder(folder: Path) -> tuple[RowResult, ...]:
     if environment_folder.name != environment_ids[0] and layout.is_legacy(environment_folder):
         raise ResultsError(f"{folder}: holds results of environment {environment_ids[0]!r}; "
                            "the folder must carry the environment's id")
-    models = sorted({(r.model.name, r.model.config_sha256) for r in results if r.row.mode != "baseline"})
+    models = sorted({(r.model.name, r.model.config_sha256) for r in results if r.row.mode != Mode.BASELINE})
     if len(models) > 1:
         raise ResultsError(f"{folder}: mixes models ({', '.join(name for name, _ in models)})")
     return results

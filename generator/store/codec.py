@@ -19,6 +19,7 @@ from generator.matrix import (
     MODES,
     OPTIMIZERS,
     QUANTIZATIONS,
+    Mode,
     RowError,
     RowSpec,
     check_row,
@@ -143,7 +144,7 @@ def parse(text: str, path: Path) -> RowResult:
     summary = _fill(Summary, _Table(document.get("result"), "result", path))
     if summary.status not in STATUSES:
         raise ResultsError(f"{path}: [result] status {summary.status!r} is not one of {', '.join(STATUSES)}")
-    if summary.ok and row.mode != "baseline" and (
+    if summary.ok and row.mode != Mode.BASELINE and (
             summary.net_peak_bytes <= 0 or summary.peak_rss_bytes <= summary.baseline_bytes):
         raise ResultsError(f"{path}: [result] a finished row with no memory above its baseline is damaged "
                            f"(net_peak_bytes = {summary.net_peak_bytes}, peak_rss_bytes = {summary.peak_rss_bytes}, "
@@ -191,7 +192,7 @@ def _check_row(row: RowSpec, path: Path) -> RowSpec:
     if row.sharding or row.gpus != 1:  # one machine measured it: a per-card row is simulated, never measured
         raise ResultsError(f"{path}: [row] a measured row runs on one machine; sharding {row.sharding!r} on "
                            f"{row.gpus} GPUs is simulated only")
-    if row.mode != "baseline":
+    if row.mode != Mode.BASELINE:
         try:
             check_row(row)
         except RowError as error:

@@ -5,6 +5,7 @@ imports and the net peak it is made of)."""
 
 from pathlib import Path
 
+from generator.matrix import Mode
 from generator.store.records import ResultsError, RowResult
 
 # Where a file does not record the machine's memory: more than any machine has (1 PiB).
@@ -17,7 +18,7 @@ PROCESS_RATIO = 2
 def check(result: RowResult, path: Path) -> None:
     """Refuse a finished row whose figures contradict the machine, each other, or its repeats."""
     summary = result.summary
-    if not summary.ok or result.row.mode == "baseline":
+    if not summary.ok or result.row.mode == Mode.BASELINE:
         return
     _within_machine(result, path)
     if summary.peak_rss_bytes < summary.net_peak_bytes:

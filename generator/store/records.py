@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from generator import __version__
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.store.environment import Environment
 
 # The file format. Older versions are brought up to this one on load (generator/store/upgrade.py).
@@ -28,7 +28,7 @@ SCHEMA_VERSION = 2
 METHOD_VERSION = 3
 # The modes each version changed: a result of an older version is still current, and comparable with one of a
 # newer version, for a row whose mode no later version changed.
-METHOD_CHANGES: dict[int, tuple[str, ...]] = {2: ("baseline", "inference", "train", "generate"), 3: ("generate",)}
+METHOD_CHANGES: dict[int, tuple[str, ...]] = {2: tuple(Mode), 3: (Mode.GENERATE,)}
 
 
 def same_method(mode: str, first: int, second: int) -> bool:
@@ -207,4 +207,4 @@ class RowResult:
     @property
     def finished(self) -> bool:
         """A measured row that finished, uncapped: one a fit or a spread can use."""
-        return self.summary.ok and self.row.mode != "baseline" and not self.row.memory_limit_bytes
+        return self.summary.ok and self.row.mode != Mode.BASELINE and not self.row.memory_limit_bytes
