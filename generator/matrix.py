@@ -114,7 +114,7 @@ class RowSpec:
             if self.optimizer != DEFAULT_OPTIMIZER:
                 parts.append(OPTIMIZER_TOKENS[self.optimizer])
             if self.sharding:
-                parts.append(f"{self.sharding}x{self.gpus}")
+                parts.append(sharding_token(self.sharding, self.gpus))
         if self.memory_limit_bytes:
             parts.append(_cap_token(self.memory_limit_bytes))
         if self.allocator != DEFAULT_ALLOCATOR:
@@ -147,6 +147,15 @@ class RowSpec:
     def with_allocator(self, allocator: str) -> "RowSpec":
         """The same row under another allocator."""
         return replace(self, allocator=allocator)
+
+    def with_batch(self, batch_size: int) -> "RowSpec":
+        """The same row at another batch."""
+        return replace(self, batch_size=batch_size)
+
+
+def sharding_token(sharding: str, gpus: int) -> str:
+    """A sharded row's last coordinate before a cap or allocator: 'zero3x8'."""
+    return f"{sharding}x{gpus}"
 
 
 def _cap_token(n_bytes: int) -> str:
@@ -260,19 +269,8 @@ def check_row(row: RowSpec, text: str = "") -> None:
 
 
 # The default matrix, in the order it runs: the slow 16-bit row goes last so the quick rows land first.
-DEFAULT_ROWS: tuple[str, ...] = (
-    "baseline",
-    "infer-b1",
-    "infer-b8",
-    "train-b1",
-    "train-b2",
-    "train-b4",
-    "train-b8",
-    "train-b4-s512",
-    "train-b8-ckpt",
-    "train-b8-lora8",
-    "train-b8-bf16",
-)
+DEFAULT_ROWS: tuple[str, ...] = ("baseline", "infer-b1", "infer-b8", "train-b1", "train-b2", "train-b4", "train-b8",
+                                 "train-b4-s512", "train-b8-ckpt", "train-b8-lora8", "train-b8-bf16")
 
 
 def default_matrix(seq_len: int = DEFAULT_SEQ_LEN) -> list[RowSpec]:

@@ -168,3 +168,21 @@ def test_the_paths_the_code_names_exist() -> None:
              for named in re.findall(r"\b((?:generator|tests)/[\w/]+\.py)\b", path.read_text())
              if not (REPO / named).is_file()]
     assert stale == []
+
+
+def test_logic_compares_names_and_rowspec_spells_every_row_id() -> None:
+    """No row id spelled by an f-string outside generator/matrix.py (RowSpec and article_row spell them), and no
+    mode, verdict, direction or slice compared with a string literal: logic compares the enums' names, and
+    report makes the words."""
+    import re
+
+    spelled = re.compile(r"""f["'](?:train|infer|gen|baseline)-|\.replace\(f["']-b""")
+    literal = re.compile(r"""\b(?:mode|verdict|direction|rest_direction|(?:c|part|component)\.name)\s*(?:==|!=|in)\s*"""
+                         r"""\(?\s*["']""")
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}" for path in sorted(PACKAGE.rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if (spelled.search(line) and path.name != "matrix.py") or literal.search(line)]
+    templates = [f"{path.name}: {hit}" for path in sorted((REPO / "templates").glob("*.j2"))
+                 for hit in re.findall(r"\{%-?\s*(?:if|elif)[^%]*(?:direction|verdict|mode)\s*==[^%]*%\}",
+                                       path.read_text())]
+    assert found == [] and templates == []

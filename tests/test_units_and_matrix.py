@@ -51,3 +51,16 @@ def test_any_row_id_round_trips(mode: str, batch: int, seq: int, dtype: str, ckp
 def test_bad_row_ids_are_refused(text: str, message: str) -> None:
     with pytest.raises(RowError, match=message):
         parse_row(text)
+
+
+def test_article_rows_and_other_batches_are_spelled_by_rowspec() -> None:
+    from generator.matrix import Mode, parse_row
+    from generator.report.views import article_row
+
+    assert article_row(256) == "train-b8-s256"
+    assert article_row(512, Mode.INFERENCE) == "infer-b8-s512"
+    assert article_row(256, batch_size=1) == "train-b1-s256"
+    assert article_row(256, dtype="bfloat16", lora_rank=8) == "train-b8-s256-bf16-lora8"
+    assert article_row(256, gradient_checkpointing=True, allocator="glibc-tuned") == "train-b8-s256-ckpt-glibc-tuned"
+    assert parse_row("gen-b4-s1024-n32-bf16").with_batch(5).id == "gen-b5-s1024-n32-bf16"
+    assert parse_row("train-b16-s256-amp-zero3x8-cap512MiB").with_batch(17).id == "train-b17-s256-amp-zero3x8-cap512MiB"

@@ -7,7 +7,7 @@ adding a set-up is one line here."""
 
 from dataclasses import dataclass
 
-from generator.matrix import Mode, parse_row
+from generator.matrix import Mode, parse_row, sharding_token
 
 
 @dataclass(frozen=True)
@@ -61,4 +61,4 @@ def row_template(name: str, sharding: tuple[str, int] | None = None) -> str:
     template = KINDS[name]
     if sharding is None or parse_row(template.format(b=1, s=1)).mode != Mode.TRAIN:
         return template
-    return f"{template}-{sharding[0]}x{sharding[1]}"
+    return f"{template}-{sharding_token(*sharding)}"  # the sharding token is a row's last, before cap and allocator

@@ -256,7 +256,7 @@ def run_fit(args: argparse.Namespace) -> int:
     sharding = sharding_asked(args.gpus, args.sharding, args.target)
     if sharding is not None and args.confirm:
         raise UsageError("--confirm measures two real steps on this machine, which cannot run one card of several")
-    source = _model(args, parse_rows([f"infer-b1-s{args.seq}"], args.seq, None))
+    source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, args.seq).id], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
         from generator.predict.fit import validated_margin
 

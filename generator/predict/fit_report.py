@@ -65,8 +65,7 @@ def confirm(answers: list[FitAnswer], source: ModelSource, measurements: Path, b
     rows = []
     for answer in answers:
         if answer.batch and answer.next_bytes and answer.next_bytes < room:
-            rows += [parse_row(answer.row), parse_row(answer.row.replace(f"-b{answer.batch}-",
-                                                                         f"-b{answer.batch + 1}-"))]
+            rows += [parse_row(answer.row), parse_row(answer.row).with_batch(answer.batch + 1)]
     if not rows:
         return "--confirm: no answer fits this machine twice over; nothing measured\n"
     request = MeasureRequest(rows=tuple(rows), model=source, output=measurements, repeats=1, repeats_explicit=True)
@@ -74,7 +73,7 @@ def confirm(answers: list[FitAnswer], source: ModelSource, measurements: Path, b
     measured = {result.row.id: result.summary for result in report.written}
     lines = ["--confirm, two real steps each (net of imports), against the budget:"]
     for answer in answers:
-        for row_id in (answer.row, answer.row.replace(f"-b{answer.batch}-", f"-b{answer.batch + 1}-")):
+        for row_id in (answer.row, parse_row(answer.row).with_batch(answer.batch + 1).id):
             if row_id in measured:
                 lines.append(f"  {row_id}: {verdict(measured[row_id], budget, row_id == answer.row)}")
     return "\n".join(plain_terminal_text(line) for line in lines) + "\n"

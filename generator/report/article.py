@@ -35,7 +35,16 @@ from generator.report.findings import (
     verdict,
 )
 from generator.report.low_bit import LowBitSection
-from generator.report.views import Figure, OverheadSummary, Ratio, RowView, figure, overhead_summary, row_view
+from generator.report.views import (
+    Figure,
+    OverheadSummary,
+    Ratio,
+    RowView,
+    article_row,
+    figure,
+    overhead_summary,
+    row_view,
+)
 from generator.store.configs import vocabulary_size
 from generator.store.environment import Environment
 from generator.store.fit_table import FitTable
@@ -165,7 +174,7 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
     uncapped, views, seq_len, parameters = rows.uncapped, rows.views, rows.seq_len, rows.parameters
     lora_row = next((v for v in uncapped.values() if v.lora_rank and v.ok), None)
     baseline = next((r for r in rows.ordered if r.row.mode == Mode.BASELINE and r.summary.ok), None)
-    plain = uncapped.get(f"train-b8-s{seq_len}")
+    plain = uncapped.get(article_row(seq_len))
     page_findings = findings(uncapped, parameters, lora_row, seq_len, vocabulary_size(rows.first.model.config_sha256))
     runs = capped_runs(rows.ordered, views)
     overhead = overhead_summary(list(views.values()), process)

@@ -12,10 +12,10 @@ from generator.budget import (
     EXAMPLE_PARAMETERS,
     weight_bytes,
 )
-from generator.matrix import parse_row
+from generator.matrix import Mode, parse_row
 from generator.report.findings import TokenFit
 from generator.report.fit_page import SITE_MARGIN
-from generator.report.views import Figure, Part, Ratio, RowView, figure, ratio
+from generator.report.views import Figure, Part, Ratio, RowView, article_row, figure, ratio
 from generator.store.fit_table import FitTable
 from generator.units import format_gib
 
@@ -97,8 +97,8 @@ def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, se
     name, example_parameters = example_model
     weights = example_parameters * EXAMPLE_BYTES_PER_WEIGHT
     fp32_weights = weight_bytes(parameters, "float32")
-    inference = _phase(by_id.get(f"infer-b8-s{seq_len}"), "load")
-    lora_row = by_id.get(f"train-b8-s{seq_len}-lora8")
+    inference = _phase(by_id.get(article_row(seq_len, Mode.INFERENCE)), "load")
+    lora_row = by_id.get(article_row(seq_len, lora_rank=8))
     adapter = _phase(lora_row, "load")
     scenarios = [
         ("run it", "inference row, model built, before any token", inference.n_bytes if inference else 0),
@@ -121,8 +121,8 @@ def example(by_id: dict[str, RowView], fit: TokenFit | None, parameters: int, se
     return Example(parameters_text=text,
                    bytes_per_weight=EXAMPLE_BYTES_PER_WEIGHT, weights=Figure(weights, format_gib(weights)),
                    card=Figure(EXAMPLE_CARD_BYTES, format_gib(EXAMPLE_CARD_BYTES, 0)), lines=tuple(lines),
-                   activations_row=row_label_of(by_id.get(f"train-b8-s{seq_len}")),
-                   activations_train=_activations(by_id.get(f"train-b8-s{seq_len}")),
+                   activations_row=row_label_of(by_id.get(article_row(seq_len))),
+                   activations_train=_activations(by_id.get(article_row(seq_len))),
                    activations_lora=_activations(lora_row))
 
 

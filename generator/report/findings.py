@@ -20,7 +20,17 @@ from generator.report.claims import (
     logits_share,
     same_tokens,
 )
-from generator.report.views import PHASE_LABELS, Figure, OverheadSummary, Ratio, RowView, figure, ratio, share
+from generator.report.views import (
+    PHASE_LABELS,
+    Figure,
+    OverheadSummary,
+    Ratio,
+    RowView,
+    article_row,
+    figure,
+    ratio,
+    share,
+)
 from generator.store.records import RowResult
 from generator.units import MIB, format_mib, signed_percent
 
@@ -159,29 +169,28 @@ def token_fit(rows: Sequence[RowView], seq_len: int) -> TokenFit | None:
 def findings(by_id: dict[str, RowView], parameters: int, lora_row: RowView | None, seq_len: int,
              vocabulary: int = 0) -> Findings:
     """Every bullet of the findings section; vocabulary sizes the logits (0: not known, no sentence)."""
-    s = f"s{seq_len}"
-    plain = by_id.get(f"train-b8-{s}")
+    plain, bf16 = by_id.get(article_row(seq_len)), by_id.get(article_row(seq_len, dtype="bfloat16"))
     fp32_weights = weight_bytes(parameters, "float32")
-    floor = by_id.get(f"train-b1-{s}")
+    floor = by_id.get(article_row(seq_len, batch_size=1))
     trainable = lora_row.trainable_parameters if lora_row else 0
     return Findings(
-        train_vs_inference=compare(plain, by_id.get(f"infer-b8-{s}")),
+        train_vs_inference=compare(plain, by_id.get(article_row(seq_len, Mode.INFERENCE))),
         train_vs_weights=ratio(plain.net.n_bytes / fp32_weights) if plain and plain.net and fp32_weights else None,
         floor_row=floor if floor and floor.net else None,
         floor_vs_weights=ratio(floor.net.n_bytes / fp32_weights) if floor and floor.net and fp32_weights else None,
-        same_tokens=compare(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
-        checkpointing=compare(by_id.get(f"train-b8-{s}-ckpt"), plain),
-        half_precision=compare(by_id.get(f"train-b8-{s}-bf16"), plain),
-        lora=compare(by_id.get(f"train-b8-{s}-lora8"), plain),
-        bf16_lora=compare(by_id.get(f"train-b8-{s}-bf16-lora8"), by_id.get(f"train-b8-{s}-bf16")),
-        allocator=compare(by_id.get(f"train-b8-{s}-glibc-tuned"), plain),
+        same_tokens=compare(by_id.get(article_row(seq_len * 2, batch_size=4)), plain),
+        checkpointing=compare(by_id.get(article_row(seq_len, gradient_checkpointing=True)), plain),
+        half_precision=compare(bf16, plain),
+        lora=compare(by_id.get(article_row(seq_len, lora_rank=8)), plain),
+        bf16_lora=compare(by_id.get(article_row(seq_len, dtype="bfloat16", lora_rank=8)), bf16),
+        allocator=compare(by_id.get(article_row(seq_len, allocator="glibc-tuned")), plain),
         lora_trainable=f"{trainable:,}",
         lora_targets=lora_row.lora_targets if lora_row else "",
         lora_share=f"{trainable / parameters * 100:.2f} %" if parameters else "",
         fit=token_fit(list(by_id.values()), seq_len),
-        sixteen_bit=half_precision(by_id.get(f"train-b8-{s}-bf16"), plain),
+        sixteen_bit=half_precision(bf16, plain),
         logits=logits_share(plain, vocabulary),
-        tokens=same_tokens(by_id.get(f"train-b4-s{seq_len * 2}"), plain),
+        tokens=same_tokens(by_id.get(article_row(seq_len * 2, batch_size=4)), plain),
     )
 
 
@@ -238,7 +247,7 @@ def capped_runs(results: Sequence[RowResult], views: dict[str, RowView]) -> tupl
 def headline(by_id: dict[str, RowView], seq_len: int, runs: Sequence[CappedRun]) -> Headline | None:
     """Net peaks of inference and training at batch 8 (the page's one basis), their whole processes for a limit,
     and the cap that separated them, if probed."""
-    inference, training = by_id.get(f"infer-b8-s{seq_len}"), by_id.get(f"train-b8-s{seq_len}")
+    inference, training = by_id.get(article_row(seq_len, Mode.INFERENCE)), by_id.get(article_row(seq_len))
     if inference is None or training is None or inference.net is None or training.net is None:
         return None
     if inference.net.n_bytes <= 0 or inference.peak is None or training.peak is None:
@@ -262,7 +271,7 @@ def gpu_order(ordered: Sequence[Comparison]) -> tuple[Comparison, ...]:
 def verdict(found: Findings, by_id: dict[str, RowView], seq_len: int,
             overhead: OverheadSummary | None) -> Verdict | None:
     """Fixed costs against activations for plain batch-8 training, and the fixes that attack the larger."""
-    row = by_id.get(f"train-b8-s{seq_len}")
+    row = by_id.get(article_row(seq_len))
     if row is None or row.net is None or found.fit is None or not row.components or row.net.n_bytes <= 0:
         return None
     fixed = fixed_bytes(row)

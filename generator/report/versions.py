@@ -123,7 +123,7 @@ def shifts(comparison: Comparison) -> tuple[str, ...]:
     each beyond the range of its own repeats (the two sides' ranges do not overlap)."""
     return tuple(f"{len(shift.rows)} of {shift.compared} {shift.label} rows {shift.word}, each beyond the range "
                  f"of its own repeats ({_span([row.change for row in shift.rows])}), though "
-                 f"{sum(row.verdict == 'same' for row in shift.rows)} of them read \"same\""
+                 f"{sum(row.verdict == Verdict.SAME for row in shift.rows)} of them read \"same\""
                  for shift in _shifts(comparison))
 
 

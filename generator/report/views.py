@@ -18,6 +18,12 @@ PHASE_ORDER = tuple(PHASE_LABELS)
 MODE_LABELS: dict[str, str] = {Mode.INFERENCE: "inference", Mode.TRAIN: "training", Mode.GENERATE: "generation"}
 
 
+def article_row(seq_len: int, mode: str = Mode.TRAIN, batch_size: int = 8, **coordinates: object) -> str:
+    """The id of one of the article's rows: plain fp32 training at batch 8 of this length, unless told otherwise
+    (``article_row(256, dtype="bfloat16")`` is ``train-b8-s256-bf16``). RowSpec spells it."""
+    return RowSpec(mode, batch_size, seq_len, **coordinates).id  # type: ignore[arg-type]
+
+
 class Part(StrEnum):
     """A slice of a row's peak, by name; PART_LABELS says it in the charts' words, in the charts' stacking order."""
 
