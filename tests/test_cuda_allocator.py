@@ -140,3 +140,47 @@ def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monk
     assert len(traces[0]) > 1000  # a real trace: thousands of storages made and freed
     for expandable in (False, True):
         assert _states(CachingAllocator(expandable), traces[0]) == _states(_LinearScans(expandable), traces[0])
+
+
+def _state(allocator: CachingAllocator) -> list[tuple[str, int, list[tuple[int, int, bool]]]]:
+    """Every segment's pool and size, and its blocks in address order as (offset, size, free)."""
+    return [(s.pool, s.size, [(b.offset, b.size, b.free) for b in s.blocks]) for s in allocator.segments]
+
+
+def test_pools_and_splits_at_their_bounds() -> None:
+    from generator.predict.cuda_allocator import pool_of, worth_splitting
+
+    assert (pool_of(MIB), pool_of(MIB + 1)) == ("small", "large")
+    assert (worth_splitting("small", 512), worth_splitting("small", 511)) == (True, False)
+    assert (worth_splitting("large", MIB), worth_splitting("large", MIB + 1)) == (False, True)
+
+
+def test_blocks_split_merge_and_are_reused_by_hand() -> None:
+    a = CachingAllocator()
+    a.malloc("a", 600 * 1024)  # small pool: a 2 MiB segment, split
+    a.malloc("b", 600 * 1024)  # the best fit: the rest of it
+    assert _state(a) == [("small", 2 * MIB, [(0, 614400, False), (614400, 614400, False), (1228800, 868352, True)])]
+    assert a.free_blocks == {"small": [(868352, 0, 1228800)], "large": []}
+    a.free("a")
+    assert a.free_blocks["small"] == [(614400, 0, 0), (868352, 0, 1228800)]
+    a.free("b")  # merged with both neighbours: one free block again
+    assert _state(a) == [("small", 2 * MIB, [(0, 2 * MIB, True)])] and a.free_blocks["small"] == [(2 * MIB, 0, 0)]
+    a.malloc("c", 2 * MIB)  # the large pool: a 20 MiB segment, split
+    a.malloc("d", MIB)  # exactly 1 MiB: the small pool, from the merged block
+    assert _state(a) == [("small", 2 * MIB, [(0, MIB, False), (MIB, MIB, True)]),
+                         ("large", 20 * MIB, [(0, 2 * MIB, False), (2 * MIB, 18 * MIB, True)])]
+    assert (a.reserved, a.peak_reserved, a.allocated, a.peak_allocated) == (22 * MIB, 22 * MIB, 3 * MIB, 3 * MIB)
+    a.free("c")
+    assert (a.allocated, a.peak_allocated) == (MIB, 3 * MIB)
+
+
+def test_expandable_segments_grow_one_segment_a_pool_by_hand() -> None:
+    a = CachingAllocator(expandable=True)
+    a.malloc("a", 3 * MIB)  # one 20 MiB page, split
+    a.malloc("b", 30 * MIB)  # the free 17 MiB tail and one more page
+    a.malloc("c", 100 * 1024)  # the small pool's own segment, 2 MiB pages
+    assert _state(a) == [("large", 40 * MIB, [(0, 3 * MIB, False), (3 * MIB, 30 * MIB, False),
+                                              (33 * MIB, 7 * MIB, True)]),
+                         ("small", 2 * MIB, [(0, 102400, False), (102400, 2 * MIB - 102400, True)])]
+    assert a.free_blocks == {"small": [(2 * MIB - 102400, 1, 102400)], "large": [(7 * MIB, 0, 33 * MIB)]}
+    assert (a.reserved, a.peak_reserved) == (42 * MIB, 42 * MIB)

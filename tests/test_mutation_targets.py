@@ -359,3 +359,19 @@ def test_three_pairs_are_enough_and_unpredicted_models_are_not_named(tmp_path) -
     model = overhead_model(Catalog(tmp_path), Environment(id="cpu-x"))
     assert (model.rows, model.proportional, model.source) == (3, pytest.approx(1.0),
                                                               "3 measured rows of m under glibc in cpu-x")
+
+
+def test_a_set_ups_row_on_several_cards_by_hand() -> None:
+    from generator.answers.setups import row_template
+
+    assert row_template("mixed-precision training") == "train-b{b}-s{s}-amp"
+    assert row_template("mixed-precision training", ("zero3", 8)) == "train-b{b}-s{s}-amp-zero3x8"
+    assert row_template("LoRA on a bf16 base", ("ddp", 16)) == "train-b{b}-s{s}-bf16-lora8-ddpx16"
+    assert row_template("generation", ("zero3", 8)) == "gen-b{b}-s{s}-n32-bf16"  # each card runs it whole
+
+
+def test_the_calculators_data_cannot_end_its_script_element() -> None:
+    from generator.report.calculator import CalculatorData
+
+    assert CalculatorData('{"a": "</script><b>&amp;"}').script_json() == (
+        '{"a": "\\u003c/script\\u003e\\u003cb\\u003e\\u0026amp;"}')
