@@ -139,3 +139,21 @@ def test_an_interrupted_run_keeps_what_finished(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(cluster_run, "follow", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt))
     report = cluster_run.run_cluster_matrix(_request(tmp_path / "b"), Display(), ClusterOptions())  # type: ignore[arg-type]
     assert report.interrupted and report.written == [] and not (report.folder / "_runs.toml").exists()
+
+
+def test_the_worker_protocol_reads_what_a_worker_said_and_nothing_else(tmp_path: Path) -> None:
+    from generator.measure.protocol import STATE_FILE, WorkerState, read_result, read_state, write_result, write_state
+
+    assert read_state(tmp_path) == WorkerState() and read_state(tmp_path).phase == "imports"
+    assert read_result(tmp_path) is None
+    write_state(tmp_path, WorkerState("backward", 5.0, 100, {"load": 300, "forward": 700}))
+    said = read_state(tmp_path)
+    assert said == WorkerState("backward", 5.0, 100, {"load": 300, "forward": 700})
+    assert said.failed("killed", "SIGKILL", 2.5) == Repeat(
+        status="killed", phase="backward", detail="SIGKILL", wall_seconds=2.5, baseline_bytes=100,
+        phase_peak_bytes={"load": 300, "forward": 700}, peak_rss_bytes=700)
+    assert WorkerState(baseline_bytes=100).failed("error", "x").peak_rss_bytes == 100
+    (tmp_path / STATE_FILE).write_text('{"phase": "forw', encoding="utf-8")  # never written half, but read safely
+    assert read_state(tmp_path) == WorkerState()
+    write_result(tmp_path, {"status": "ok"})
+    assert read_result(tmp_path) == {"status": "ok"}

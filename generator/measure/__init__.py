@@ -2,7 +2,8 @@
 
 - ``matrix_run``: a matrix of rows in repeat rounds, one TOML file per row; ``probe``: one row under a cap.
 - ``runner`` and ``server``: the worker server each round's workers are forked from, and one repeat's run.
-- ``worker`` and ``peak``: the forked child that runs a row's steps and reads the process's peak per phase.
+- ``worker`` and ``peak``: the forked child that runs a row's steps and reads the process's peak per phase;
+  ``protocol``: the state and result files it leaves, and their one reader.
 - ``limits``: memory caps; ``lock``: one run per folder; ``progress``: the live display and ETA.
 - ``environment``: the facts of this machine a result depends on; ``method``: the measuring code's hash.
 - ``gpu_context``: what a card holds beside the caching allocator, probed in a fresh process.

@@ -24,6 +24,7 @@ from typing import Any
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
+from generator.measure.protocol import read_state
 from generator.measure.runner import Job, WorkerServer, run_repeat
 from generator.store.environment import Environment
 from generator.store.records import Repeat
@@ -128,15 +129,7 @@ def outcome(submission: Submission, environment: Environment) -> JobOutcome:
 
 def _died(submission: Submission, status: str, detail: str) -> Repeat:
     """The repeat of a job that did not return: how far its worker got, from its shared state file."""
-    import json
-
-    try:
-        state = json.loads((submission.state_folder / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        state = {}
-    peaks, baseline = state.get("phase_peak_bytes", {}), state.get("baseline_bytes", 0)
-    return Repeat(status=status, phase=state.get("phase", "imports"), detail=f"the job died: {detail}",
-                  baseline_bytes=baseline, phase_peak_bytes=peaks, peak_rss_bytes=max([baseline, *peaks.values()]))
+    return read_state(submission.state_folder).failed(status, f"the job died: {detail}")
 
 
 def follow(submissions: list[Submission], on_done: Any, environment: Environment) -> None:

@@ -23,6 +23,7 @@ from generator.escaping import last_line
 from generator.matrix import DEFAULT_ALLOCATOR, DEFAULT_TIMEOUT_SECONDS, RowSpec
 from generator.measure.allocator import allocator_environment
 from generator.measure.limits import MemoryLimit, memory_limit
+from generator.measure.protocol import LOG_FILE, RESULT_FILE, STATE_FILE, read_result, read_state
 from generator.model_source import ModelSource
 from generator.store.records import Repeat
 
@@ -59,13 +60,6 @@ def preload_modules(model: ModelSource) -> list[str]:
     """What the server imports before it forks anything: everything a row imports, so it is in the baseline."""
     # generator.quantize before peft: it keeps the note bitsandbytes logs on import (peft imports it) off stderr
     return ["torch", "transformers", "generator.quantize", "peft", model.code_module, "generator.measure.worker"]
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _last_log_line(log_path: Path) -> str:
@@ -150,8 +144,9 @@ class WorkerProcess:
 
     def __init__(self, job: Job, folder: Path, limit: MemoryLimit | None, server: WorkerServer,
                  gpu_limit_bytes: int = 0) -> None:
-        self.paths = {name: str(folder / f"{name}.json") for name in ("state", "result")}
-        self.paths["log"] = str(folder / "worker.log")
+        self.folder = folder
+        self.paths = {"state": str(folder / STATE_FILE), "result": str(folder / RESULT_FILE),
+                      "log": str(folder / LOG_FILE)}
         self.limit, self.server = limit, server
         self.timeout_seconds = job.timeout_seconds
         self.exitcode: int | None = None
@@ -171,13 +166,9 @@ class WorkerProcess:
                 self.exitcode = int(message["exit"])
         return self.exitcode is not None
 
-    def state(self) -> dict:
-        """What the worker last said: its phase and the peaks of the phases it finished ({} before it spoke)."""
-        return _read_json(Path(self.paths["state"])) or {}
-
     def phase(self) -> str:
         """The phase the worker said it entered last ('imports' before it said anything)."""
-        return self.state().get("phase", "imports")
+        return read_state(self.folder).phase
 
     def stop(self) -> None:
         """End the worker and wait for it, so it leaves nothing running."""
@@ -188,10 +179,10 @@ class WorkerProcess:
     def outcome(self, timed_out: bool) -> Repeat:
         """Turn the exit into a Repeat: the worker's own result if it wrote one, else what the exit says."""
         wall = self.elapsed
-        figures = _read_json(Path(self.paths["result"]))
+        figures = read_result(self.folder)
         if figures is not None and not timed_out:
             return Repeat.from_figures(figures, wall_seconds=wall)
-        state, code = self.state(), self.exitcode
+        code = self.exitcode
         if timed_out:
             status, detail = "timeout", f"no result after {self.timeout_seconds:g} s"
         elif self.limit is not None and self.limit.oom_killed():
@@ -201,10 +192,7 @@ class WorkerProcess:
         else:
             status = "error"
             detail = _last_log_line(Path(self.paths["log"])) or f"exit status {code} without a result"
-        peaks, baseline = state.get("phase_peak_bytes", {}), state.get("baseline_bytes", 0)
-        return Repeat(status=status, phase=state.get("phase", "imports"), detail=detail, wall_seconds=wall,
-                      baseline_bytes=baseline, phase_peak_bytes=peaks,  # the phases it finished before dying
-                      peak_rss_bytes=max([baseline, *peaks.values()]))
+        return read_state(self.folder).failed(status, detail, wall)  # the phases it finished before dying
 
 
 def run_repeat(job: Job, server: WorkerServer, memory_limit_bytes: int = 0,

@@ -5,13 +5,12 @@ and the model's code (``forkserver``), so a row pays for building its model, not
 is a new process with its own peak: the kernel starts its high-water mark at the resident memory it
 inherited, which is the imports baseline every row subtracts.
 
-The child rewrites STATE.json as each phase begins (so the parent can show progress, and knows the phase if
-the child dies) and hands its figures back in RESULT.json. Its stdout and stderr go to a log file; nothing is
-parsed from them.
+The child rewrites its state file as each phase begins (so the parent can show progress, and knows the phase
+if the child dies) and hands its figures back in its result file (generator/measure/protocol.py). Its stdout and
+stderr go to a log file; nothing is parsed from them.
 """
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from generator.escaping import one_line_error
 from generator.matrix import Mode
 from generator.measure.limits import MemoryLimit
 from generator.measure.peak import PeakMeter, status_bytes
+from generator.measure.protocol import WorkerState, write_result, write_state
 from generator.store.records import declared
 
 # Test hook: MEMORY_BUDGET_FAULT="raise:backward", "kill:step2" or "hang:forward" makes the worker fail at
@@ -35,19 +35,12 @@ FAULT_READY_VARIABLE = "MEMORY_BUDGET_FAULT_READY"
 EXTRA_VARIABLE = "MEMORY_BUDGET_EXTRA"
 
 
-def write_json_atomic(path: Path, payload: dict) -> None:
-    """Write a small JSON file so that a reader never sees half of it."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(payload), encoding="utf-8")
-    os.replace(temporary, path)
-
-
 class Worker:
     """Runs the phases of one row and keeps its figures."""
 
-    def __init__(self, job: dict, state_path: Path) -> None:
+    def __init__(self, job: dict, folder: Path) -> None:
         self.job = job
-        self.state_path = state_path
+        self.folder = folder  # where the state and result files go (generator/measure/protocol.py)
         self.meter = PeakMeter()
         self.phase = "imports"
         self.fault = os.environ.get(FAULT_VARIABLE, "")
@@ -61,9 +54,9 @@ class Worker:
         self._close_phase()
         self.phase = phase
         self.meter.reset()
-        write_json_atomic(self.state_path, {  # what the parent keeps if this process is killed
-            "phase": phase, "since": time.time(), "baseline_bytes": self.figures.get("baseline_bytes", 0),
-            "phase_peak_bytes": self.figures["phase_peak_bytes"]})
+        write_state(self.folder, WorkerState(  # what the parent keeps if this process is killed
+            phase=phase, since=time.time(), baseline_bytes=self.figures.get("baseline_bytes", 0),
+            phase_peak_bytes=self.figures["phase_peak_bytes"]))
         self._maybe_fault(phase)
         if phase == "step2" and self.extra > 0:
             self._hold_extra()
@@ -173,7 +166,7 @@ def child_main(job: dict, paths: dict[str, str], limit: MemoryLimit | None) -> i
     os.dup2(log, 2)
     if limit is not None:
         limit.apply_in_child()
-    worker = Worker(job, Path(paths["state"]))
+    worker = Worker(job, Path(paths["state"]).parent)
     try:
         run(worker)
         figures = worker.finish()
@@ -184,5 +177,5 @@ def child_main(job: dict, paths: dict[str, str], limit: MemoryLimit | None) -> i
         figures = {**worker.finish(), "status": failure_status(error), "phase": worker.phase,
                    "detail": one_line_error(error)}  # finish() keeps the peaks reached before the failure
         print(f"row failed in {worker.phase}: {figures['detail']}", file=sys.stderr, flush=True)
-    write_json_atomic(Path(paths["result"]), figures)
+    write_result(worker.folder, figures)
     return 0 if figures["status"] == "ok" else 1
