@@ -222,7 +222,7 @@ def test_a_margin_of_the_whole_budget_is_refused(tmp_path: Path) -> None:
 
 
 def test_confirm_gives_a_verdict_against_the_budget() -> None:
-    from generator.predict.fit_report import verdict
+    from generator.cli.confirm import verdict
     from generator.store.records import Summary
     from generator.units import MIB
 

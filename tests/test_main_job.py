@@ -31,11 +31,12 @@ def main_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _measure_and_refresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from generator.cli import refresh
     from generator.matrix import default_matrix
     from generator.measure import environment
     from generator.measure.matrix_run import MeasureRequest, measure_rows
     from generator.model_source import resolve_model
-    from generator.predict import curves, refresh
+    from generator.predict import curves
 
     measurements = tmp_path / "measurements"
     shutil.copytree(REPO / "measurements", measurements)
@@ -76,8 +77,8 @@ def test_a_new_machine_gets_every_page_and_section(main_job: Path, tmp_path: Pat
 
 
 def test_a_second_refresh_finds_everything_current(main_job: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from generator.cli import refresh
     from generator.model_source import resolve_model
-    from generator.predict import refresh
 
     again = refresh.refresh(resolve_model(str(TINY_MODEL)), main_job, 256)
     assert any("every finished row has one" in note for note in again.notes)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from test_mutation_figures import ENV, _row
 
+from generator.cli import refresh
 from generator.model_source import SHIPPED_MODELS, resolve_model
-from generator.predict import curves, refresh
+from generator.predict import curves
 from generator.predict.simulate import METHOD
 from generator.store.fit_table import Curve, FitTable, libraries
 

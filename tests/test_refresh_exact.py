@@ -11,10 +11,11 @@ from types import SimpleNamespace
 import pytest
 from test_mutation_figures import ENV, _row
 
+from generator.cli import refresh
 from generator.matrix import parse_row
 from generator.measure import allocator
 from generator.measure.allocator import AllocatorError
-from generator.predict import curves, refresh
+from generator.predict import curves
 from generator.predict.simulate import METHOD
 from generator.store.fit_table import Curve, FitTable, Simulated
 from generator.store.records import ResultsError

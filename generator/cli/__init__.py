@@ -2,7 +2,9 @@
 
 Arguments are parsed into typed values (``parser``) and handed to the command (``commands``), which imports
 its stage when it runs; ``sharding`` checks fit's --gpus and --sharding and names the set-ups whose library is
-missing; ``gpu_kit`` is the GPU validation kit. Bad input of any kind is reported as one line on stderr with
+missing; ``gpu_kit`` is the GPU validation kit; ``refresh`` orchestrates what a page still needs after `measure`
+(predictions, the step-2 probe, the curves), each step skipped where current; ``confirm`` measures fit's
+answers (`fit --confirm`). Bad input of any kind is reported as one line on stderr with
 exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
 
 import signal

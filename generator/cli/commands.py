@@ -158,7 +158,7 @@ def run_probe(args: argparse.Namespace) -> int:
 
 def run_refresh(args: argparse.Namespace) -> int:
     """`refresh`: what this environment's page still needs after measuring; exit 0 once it is current."""
-    from generator.predict.refresh import refresh
+    from generator.cli.refresh import refresh
 
     refresh(_model(args, ()), args.measurements, args.seq)  # prints each step's outcome as it goes
     return 0
@@ -231,10 +231,11 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record the site's table."""
+    from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
     from generator.predict.curves import site_curves
-    from generator.predict.fit import Predictor, fit
-    from generator.predict.fit_report import confirm, render_json, render_text
+    from generator.predict.fit import Predictor, fit, validated_margin
+    from generator.predict.fit_report import render_json, render_text
     from generator.predict.parallel import default_workers
     from generator.store.fit_table import save_fit
 
@@ -258,8 +259,6 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError("--confirm measures two real steps on this machine, which cannot run one card of several")
     source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, args.seq).id], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
-        from generator.predict.fit import validated_margin
-
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
     answers = fit(Predictor(source, model, target=args.target, sharding=sharding), args.seq, args.budget,
