@@ -251,3 +251,54 @@ def test_a_worker_checks_it_runs_under_its_rows_allocator(monkeypatch: pytest.Mo
         with pytest.raises(AllocatorError) as wrong:
             allocator.check_in_effect(row)
         assert str(wrong.value) == f"the worker runs with {shown or 'no allocator settings'}, not those of {row}"
+
+
+# ---------------------------------------------------------------- the fit table on disk
+
+
+def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> None:
+    import tomli_w
+
+    from generator.store.fit_table import FIT_FILE, FIT_SCHEMA_VERSION, load_fit, save_fit
+
+    curve = Curve(model="m", config_sha256="c", parameters=7, kind="k", row="train-b{b}-s512", batches=(1, 2),
+                  tensor_bytes=(10, 20), cuda_bytes=(11, 22))
+    table = FitTable(libraries="torch 2.13", environment="cpu-x", seq_len=512, curves=(curve,),
+                     example=(Simulated(model="m", task="run it", row="gen-b1-s512-n32-bf16", tensor_peak_bytes=5,
+                                        cuda_reserved_bytes=6),), seconds=12.5, simulator="sim 3",
+                     sharded=(replace(curve, kind="sharded"),))
+    assert save_fit(table, tmp_path) == tmp_path / FIT_FILE and load_fit(tmp_path) == table
+    assert load_fit(tmp_path / "none") is None
+    path = tmp_path / FIT_FILE
+
+    def written(**document: object) -> None:
+        path.write_text(tomli_w.dumps({"schema_version": FIT_SCHEMA_VERSION, "libraries": "torch 2.13",
+                                       "environment": "cpu-x", "seq_len": 512, **document}), encoding="utf-8")
+
+    written()
+    assert load_fit(tmp_path) == FitTable(libraries="torch 2.13", environment="cpu-x", seq_len=512, curves=(),
+                                          example=(), seconds=0.0, simulator="", sharded=())
+    written(seconds=3)
+    assert load_fit(tmp_path).seconds == 3.0  # type: ignore[union-attr]
+    for damage, reason in [({"simulator": 3}, "simulator is not text"),
+                           ({"seq_len": "512"}, "libraries, environment or seq_len is missing or mistyped"),
+                           ({"environment": 1}, "libraries, environment or seq_len is missing or mistyped"),
+                           ({"libraries": 1}, "libraries, environment or seq_len is missing or mistyped"),
+                           ({"curves": [{"batches": [1], "tensor_bytes": [1], "cuda_bytes": [1]}]},
+                            "missing 5 required positional arguments"),
+                           ({"sharded": ["x"]}, "an entry is not a table"),
+                           ({"example": [{"model": 1}]}, "model = 1 is not of the expected type"),
+                           ({"curves": [{**asdict_curve(curve), "batches": [1]}]}, "a curve needs two batches"),
+                           ({"sharded": [{**asdict_curve(curve), "cuda_bytes": [1]}]}, "a curve needs two batches"),
+                           ({"schema_version": 2}, "holds curves of an older release"),
+                           ({"schema_version": 99}, f"schema version 99 is not {FIT_SCHEMA_VERSION}")]:
+        written(**damage)
+        with pytest.raises(ResultsError) as refused:
+            load_fit(tmp_path)
+        assert str(refused.value).startswith(f"{path}: ") and reason in str(refused.value), (damage, refused.value)
+
+
+def asdict_curve(curve: Curve) -> dict:
+    from dataclasses import asdict
+
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(curve).items()}
