@@ -12,10 +12,23 @@ import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from generator.units import MIB, parse_size
-
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
+from generator.coordinates import (  # noqa: F401 (the row vocabulary, read from here as before)
+    COORDINATES,
+    DEFAULT_ALLOCATOR,
+    DEFAULT_LORA_RANK,
+    DEFAULT_OPTIMIZER,
+    DTYPE_TOKENS,
+    DTYPES,
+    NAMES,
+    OPTIMIZER_TOKENS,
+    OPTIMIZERS,
+    QUANTIZATIONS,
+    SHARDED_KINDS,
+    PartError,
+    id_parts,
+    parse_part,
+    sharding_token,
+)
 
 
 class Mode(StrEnum):
@@ -29,18 +42,7 @@ class Mode(StrEnum):
 
 MODES = {"baseline": Mode.BASELINE, "infer": Mode.INFERENCE, "train": Mode.TRAIN, "gen": Mode.GENERATE}
 MODE_TOKENS: dict[str, str] = {name: token for token, name in MODES.items()}
-QUANTIZATIONS = {"nf4": "nf4"}  # id token -> the base's weight format (generator/quantize.py); "" keeps the dtype
-OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit"}  # id token -> optimizer; torch's AdamW is the default
-OPTIMIZER_TOKENS = {name: token for token, name in OPTIMIZERS.items()}
-DEFAULT_OPTIMIZER = "adamw"
-# How N data-parallel cards share a training row's state (simulated only; one machine cannot measure N cards).
-# Each shards what it names, 1/N a card: DDP nothing, ZeRO-1 the optimizer state, ZeRO-2 also the gradients,
-# ZeRO-3 and FSDP (full sharding) also the weights, which they gather a unit at a time.
-SHARDED_KINDS = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
-                 "zero3": ("optimizer", "gradients", "weights"), "fsdp": ("optimizer", "gradients", "weights")}
 MAX_GPUS = 1024
-_SHARDING_TOKEN = re.compile(r"^(" + "|".join(SHARDED_KINDS) + r")x(\d+)$")
-DEFAULT_LORA_RANK = 8
 DEFAULT_NEW_TOKENS = 64  # a generation row's new tokens when its id names none
 MAX_NEW_TOKENS = 4096
 DEFAULT_SEQ_LEN = 256
@@ -52,7 +54,6 @@ DEFAULT_TIMEOUT_SECONDS = 3600.0
 # gets it, glibc with fixed mmap and trim thresholds, or jemalloc or tcmalloc preloaded. It is a coordinate:
 # the same row under two allocators is two rows.
 ALLOCATORS = ("glibc", "glibc-tuned", "jemalloc", "tcmalloc")
-DEFAULT_ALLOCATOR = "glibc"
 TUNED_THRESHOLD_BYTES = 128 * 1024  # glibc-tuned: glibc's mmap and trim thresholds, fixed at 128 KiB
 TUNED_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": str(TUNED_THRESHOLD_BYTES),
                   "MALLOC_TRIM_THRESHOLD_": str(TUNED_THRESHOLD_BYTES)}
@@ -95,31 +96,7 @@ class RowSpec:
     @property
     def id(self) -> str:
         """The canonical id: every coordinate that differs from plain fp32, uncapped, full training."""
-        if self.mode == Mode.BASELINE:
-            parts = [MODE_TOKENS[Mode.BASELINE]]
-        else:
-            parts = [MODE_TOKENS[self.mode], f"b{self.batch_size}", f"s{self.seq_len}"]
-            if self.new_tokens:
-                parts.append(f"n{self.new_tokens}")
-            if self.gradient_checkpointing:
-                parts.append("ckpt")
-            if self.amp:
-                parts.append("amp")
-            if self.dtype != "float32":
-                parts.append(DTYPE_TOKENS[self.dtype])
-            if self.quantization:
-                parts.append(self.quantization)
-            if self.lora_rank:
-                parts.append(f"lora{self.lora_rank}")
-            if self.optimizer != DEFAULT_OPTIMIZER:
-                parts.append(OPTIMIZER_TOKENS[self.optimizer])
-            if self.sharding:
-                parts.append(sharding_token(self.sharding, self.gpus))
-        if self.memory_limit_bytes:
-            parts.append(_cap_token(self.memory_limit_bytes))
-        if self.allocator != DEFAULT_ALLOCATOR:
-            parts.append(self.allocator)
-        return "-".join(parts)
+        return "-".join([MODE_TOKENS[self.mode], *id_parts(self)])  # the table in generator/coordinates.py
 
     @property
     def positions(self) -> int:
@@ -153,15 +130,6 @@ class RowSpec:
         return replace(self, batch_size=batch_size)
 
 
-def sharding_token(sharding: str, gpus: int) -> str:
-    """A sharded row's last coordinate before a cap or allocator: 'zero3x8'."""
-    return f"{sharding}x{gpus}"
-
-
-def _cap_token(n_bytes: int) -> str:
-    return f"cap{n_bytes // MIB}MiB" if n_bytes % MIB == 0 else f"cap{n_bytes}B"
-
-
 def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
     """Turn a typed row id into coordinates; raise RowError with a one-line reason."""
     text_allocator = next((name for name in sorted(ALLOCATORS, key=len, reverse=True)
@@ -178,7 +146,7 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
         parsed = _parse_token(token, text)
         twice = set(parsed) & set(fields)
         if twice:  # "train-b2-bf16-fp16" must not quietly mean fp16
-            raise RowError(f"row {text!r} names its {_COORDINATE_NAMES[twice.pop()]} twice")
+            raise RowError(f"row {text!r} names its {NAMES[twice.pop()]} twice")
         fields.update(parsed)
     if mode == Mode.BASELINE:
         if set(fields) - {"mode", "memory_limit_bytes", "allocator"}:
@@ -194,46 +162,18 @@ def parse_row(text: str, seq_len: int = DEFAULT_SEQ_LEN) -> RowSpec:
     return row
 
 
-_COORDINATE_NAMES = {"batch_size": "batch size", "seq_len": "sequence length", "dtype": "dtype",
-                     "gradient_checkpointing": "checkpointing", "lora_rank": "LoRA rank",
-                     "memory_limit_bytes": "memory cap", "allocator": "allocator", "amp": "autocast",
-                     "new_tokens": "new tokens", "quantization": "quantization", "optimizer": "optimizer",
-                     "sharding": "sharding"}
-
-
 def _parse_token(token: str, text: str) -> dict[str, object]:
-    if token == "ckpt":
-        return {"gradient_checkpointing": True}
-    if token == "amp":
-        return {"amp": True}
-    if token in DTYPES:
-        return {"dtype": DTYPES[token]}
-    if token in QUANTIZATIONS:
-        return {"quantization": QUANTIZATIONS[token]}
-    if token in OPTIMIZERS:
-        return {"optimizer": OPTIMIZERS[token]}
-    sharded = _SHARDING_TOKEN.match(token)
-    if sharded:
-        return {"sharding": sharded.group(1), "gpus": int(sharded.group(2))}
-    if token == "lora":
-        return {"lora_rank": DEFAULT_LORA_RANK}
-    if token.startswith("cap"):
-        try:
-            return {"memory_limit_bytes": parse_size(token[3:])}
-        except ValueError as error:
-            raise RowError(f"row {text!r}: {error}") from None
-    for prefix, key in (("lora", "lora_rank"), ("b", "batch_size"), ("s", "seq_len"), ("n", "new_tokens")):
-        if token.startswith(prefix) and token[len(prefix):].lstrip("-").isdigit():
-            value = int(token[len(prefix):])
-            if key == "lora_rank" and value < 1:  # lora0 would run as full training under a LoRA id
-                raise RowError(f"row {text!r}: LoRA rank must be between 1 and 1024")
-            return {key: value}
+    try:
+        found = parse_part(token)  # the table in generator/coordinates.py
+    except PartError as error:
+        raise RowError(f"row {text!r}: {error}") from None
+    if found is not None:
+        return found
     if _DTYPE_LIKE.match(token):
         raise RowError(f"row {text!r}: unknown dtype {token!r} (known: {', '.join(DTYPES)})")
     if token in ("glibc", "tuned", "jemalloc", "tcmalloc"):
         raise RowError(f"row {text!r}: the allocator goes last ({', '.join(ALLOCATORS)})")
-    parts = ["b<batch>", "s<length>", "n<new tokens>", "ckpt", "amp", *DTYPES, *QUANTIZATIONS, "lora<r>", *OPTIMIZERS,
-             f"<sharding>x<gpus> ({', '.join(SHARDED_KINDS)})", "cap<size>"]
+    parts = [grammar for coordinate in COORDINATES for grammar in coordinate.grammar]
     raise RowError(f"row {text!r}: unknown part {token!r} (expected {', '.join(parts)} or an allocator: "
                    f"{', '.join(ALLOCATORS[1:])})")
 

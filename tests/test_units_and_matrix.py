@@ -64,3 +64,38 @@ def test_article_rows_and_other_batches_are_spelled_by_rowspec() -> None:
     assert article_row(256, gradient_checkpointing=True, allocator="glibc-tuned") == "train-b8-s256-ckpt-glibc-tuned"
     assert parse_row("gen-b4-s1024-n32-bf16").with_batch(5).id == "gen-b5-s1024-n32-bf16"
     assert parse_row("train-b16-s256-amp-zero3x8-cap512MiB").with_batch(17).id == "train-b17-s256-amp-zero3x8-cap512MiB"
+
+
+@pytest.mark.parametrize("row_id", ["baseline", "baseline-cap512MiB-jemalloc", "infer-b8-s256", "gen-b1-s256-n64",
+                                    "train-b8-s256-ckpt-bf16-nf4-lora16-adam8-zero3x8-cap3072MiB-glibc-tuned",
+                                    "train-b8-s256-amp-zero1x2",
+                                    "train-b4-s512-fp16-lora8-fsdpx16", "train-b2-s128-cap1048577B-tcmalloc"])
+def test_every_coordinate_reads_what_it_writes(row_id: str) -> None:
+    """One table (generator/coordinates.py) writes each part of an id and reads it back."""
+    from generator.matrix import parse_row
+
+    assert parse_row(row_id).id == row_id and parse_row(parse_row(row_id).id) == parse_row(row_id)
+
+
+def test_a_row_label_and_the_time_factor_come_from_the_table() -> None:
+    from generator.coordinates import labels, time_factor
+    from generator.matrix import parse_row
+    from generator.report.views import row_label
+
+    row = parse_row("train-b8-s256-ckpt-bf16-lora8-cap2048MiB-jemalloc")
+    assert labels(row, "q_proj v_proj") == ["gradient checkpointing",
+                                            "bfloat16 weights and AdamW state", "LoRA r=8 on q_proj, v_proj",
+                                            "capped at 2,048 MiB", "under jemalloc"]
+    assert row_label(parse_row("gen-b1-s256-n64")) == ("generation, batch 1 × 256 prompt + 64 new tokens with the "
+                                                       "KV cache")
+    assert labels(parse_row("train-b8-s256-amp")) == ["bf16 autocast over fp32 weights and AdamW"]
+    assert time_factor(row) == pytest.approx(1.15 * 0.75) and time_factor(parse_row("train-b8-s256-bf16")) == 1.0
+
+
+def test_a_coordinate_named_twice_is_refused_by_its_name() -> None:
+    from generator.matrix import RowError, parse_row
+
+    for row_id, name in (("train-b1-zero3x8-zero2x4", "sharding"), ("train-b1-lora8-lora", "LoRA rank"),
+                         ("train-b1-s2-s4", "sequence length"), ("train-b1-adam8-adamw", "optimizer")):
+        with pytest.raises(RowError, match=f"names its {name} twice"):
+            parse_row(row_id)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.coordinates import time_factor
 from generator.matrix import Mode, RowSpec, parse_row
 from generator.measure.runner import Job, WorkerServer, run_repeat
 from generator.model_source import ModelSource
@@ -24,7 +25,7 @@ CALIBRATION_ROWS = ("train-b1", "train-b4")
 CALIBRATE_FROM_ROWS = 4  # fewer rows than this: the calibration would cost more than the estimate is worth
 SERVER_START_GUESS = 5.0
 NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")
-FACTORS = {"inference": 1 / 3, "ckpt": 1.15, "lora": 0.75, "emulated_bf16": 30.0}
+FACTORS = {"inference": 1 / 3, "emulated_bf16": 30.0}  # the coordinates' own: generator/coordinates.py
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,7 @@ class StepModel:
             return 0.5
         step = self.fixed + self.per_token * row.tokens_per_step
         factor = FACTORS["inference"] if row.mode == Mode.INFERENCE else 1.0
-        factor *= FACTORS["ckpt"] if row.gradient_checkpointing else 1.0
-        factor *= FACTORS["lora"] if row.lora_rank else 1.0
+        factor *= time_factor(row)  # each coordinate's (generator/coordinates.py)
         factor *= FACTORS["emulated_bf16"] if row.dtype != "float32" and not self.native_bf16 else 1.0
         return self.setup + row.steps * step * factor
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from generator.budget import ProcessModel, fixed_costs, weight_bytes
+from generator.coordinates import labels
 from generator.matrix import DEFAULT_ALLOCATOR, Mode, RowSpec
 from generator.store.records import RowResult, Summary
 from generator.units import format_mib, mib_spread, signed_percent
@@ -147,22 +148,10 @@ def row_label(row: RowSpec, lora_targets: str = "") -> str:
     """'training, batch 8 × 256, gradient checkpointing'; LoRA's targets as the row recorded them."""
     if row.mode == Mode.BASELINE:
         return "imports only (baseline)"
-    parts = [f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"]
+    head = f"{MODE_LABELS[row.mode]}, batch {row.batch_size} × {row.seq_len}"
     if row.new_tokens:
-        parts[0] += f" prompt + {row.new_tokens} new tokens with the KV cache"
-    if row.gradient_checkpointing:
-        parts.append("gradient checkpointing")
-    if row.amp:
-        parts.append("bf16 autocast over fp32 weights and AdamW")
-    if row.dtype != "float32":
-        parts.append(f"{row.dtype} weights and AdamW state")
-    if row.lora_rank:
-        parts.append(f"LoRA r={row.lora_rank}" + (f" on {', '.join(lora_targets.split())}" if lora_targets else ""))
-    if row.memory_limit_bytes:
-        parts.append(f"capped at {format_mib(row.memory_limit_bytes)}")
-    if row.allocator != DEFAULT_ALLOCATOR:
-        parts.append(f"under {row.allocator}")
-    return ", ".join(parts)
+        head += f" prompt + {row.new_tokens} new tokens with the KV cache"
+    return ", ".join([head, *labels(row, lora_targets)])  # each coordinate's phrase (generator/coordinates.py)
 
 
 def components(result: RowResult, parameters: int) -> tuple[Component, ...]:

@@ -12,13 +12,12 @@ from typing import TypeVar
 
 import tomli_w
 
+from generator.coordinates import COORDINATES
 from generator.matrix import (
     ALLOCATORS,
     DEFAULT_OPTIMIZER,
     DTYPES,
     MODES,
-    OPTIMIZERS,
-    QUANTIZATIONS,
     Mode,
     RowError,
     RowSpec,
@@ -184,7 +183,7 @@ def _check_row(row: RowSpec, path: Path) -> RowSpec:
         raise ResultsError(f"{path}: [row] dtype {row.dtype!r} is not one of {', '.join(DTYPES.values())}")
     if row.allocator not in ALLOCATORS:
         raise ResultsError(f"{path}: [row] allocator {row.allocator!r} is not one of {', '.join(ALLOCATORS)}")
-    known = {"optimizer": OPTIMIZERS.values(), "quantization": ("", *QUANTIZATIONS.values())}
+    known = {c.field: c.values for c in COORDINATES if c.values and c.field != "dtype"}  # generator/coordinates.py
     for key, values in known.items():
         if getattr(row, key) not in values:
             raise ResultsError(f"{path}: [row] {key} {getattr(row, key)!r} is not one of "
