@@ -16,7 +16,6 @@ cancels every job still queued or running."""
 
 import contextlib
 import time
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from generator.matrix import RowSpec
 from generator.measure.environment import collect_environment
 from generator.measure.protocol import read_state
 from generator.measure.runner import Job, WorkerServer, run_repeat
+from generator.store import documents
 from generator.store.environment import Environment
 from generator.store.records import Repeat
 
@@ -50,7 +50,7 @@ class ClusterOptions:
 def load_options(measurements: Path, given: dict[str, Any]) -> ClusterOptions:
     """The options file's [slurm] table, overridden by what the command line gave (None: not given)."""
     path = measurements / OPTIONS_FILE
-    table = tomllib.loads(path.read_text(encoding="utf-8")).get("slurm", {}) if path.is_file() else {}
+    table = documents.load(path, documents.CLUSTER_OPTIONS).get("slurm", {}) if path.is_file() else {}
     known = {spec.name for spec in fields(ClusterOptions)}
     unknown = sorted(set(table) - known)
     if unknown:

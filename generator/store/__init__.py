@@ -3,7 +3,8 @@
 - ``records``: the typed records (a row's result, its repeats, its summary, its prediction) and the
   declarations of the figures a repeat records; ``summary``: how repeats combine into a row's summary.
 - ``environment``: the set-up a result was measured on, and its id.
-- ``codec``: TOML in and out, strictly checked; ``upgrade``: older schema versions brought up to date.
+- ``codec``: TOML in and out, strictly checked; ``documents``: the one versioned loader of every file kind,
+  which brings older schemas up to date and refuses what it does not know.
 - ``layout``: where files live; ``files``: one atomic writer, one strict TOML reader, logs appended to.
 - ``catalog``: a measurements folder, each file loaded once per command.
 - ``comparability``: which keys must agree for two results to be compared.

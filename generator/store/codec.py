@@ -3,7 +3,7 @@
 A file holds the row's coordinates ([row]), the model ([model]), the environment ([environment]), each
 repeat's raw figures ([[repeats]]), the row's summary ([result]) and, once `predict --record` ran, a simulated
 [prediction]. Loading checks every key's type, refuses negative byte counts and unknown statuses, and brings
-older schema versions up to date first (generator/store/upgrade.py)."""
+older schema versions up to date first (generator/store/documents.py)."""
 
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, fields
@@ -24,6 +24,7 @@ from generator.matrix import (
     check_row,
 )
 from generator.store import plausible
+from generator.store.documents import RESULTS, current
 from generator.store.environment import Environment
 from generator.store.files import parse_toml, read_text, write_atomic
 from generator.store.records import (
@@ -35,7 +36,6 @@ from generator.store.records import (
     RowResult,
     Summary,
 )
-from generator.store.upgrade import upgrade
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ def _fill(cls: type[T], table: _Table, overrides: Mapping[str, object] | None = 
 
 def parse(text: str, path: Path) -> RowResult:
     """Check and type one file's text; raise ResultsError naming the file on anything unexpected."""
-    document = upgrade(parse_toml(text, path), path)
+    document = current(parse_toml(text, path), path, RESULTS)
     top = _Table(document, "top level", path)
     row = _check_row(_fill(RowSpec, _Table(document.get("row"), "row", path)), path)
     if path.suffix == ".toml" and path.stem != row.id:

@@ -8,11 +8,12 @@ from typing import Any
 
 import tomli_w
 
-from generator.store.files import read_toml, write_atomic
+from generator.store import documents
+from generator.store.files import write_atomic
 from generator.store.layout import GPU_CONTEXT_FILE
 from generator.store.records import ResultsError
 
-GPU_CONTEXT_SCHEMA_VERSION = 1
+GPU_CONTEXT_SCHEMA_VERSION = documents.GPU_CONTEXT.version
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,5 @@ def load(environment_folder: Path) -> GpuContext | None:
     path = environment_folder / GPU_CONTEXT_FILE
     if not path.is_file():
         return None
-    document = read_toml(path)
-    if document.get("schema_version") != GPU_CONTEXT_SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not "
-                           f"{GPU_CONTEXT_SCHEMA_VERSION}")
+    document = documents.load(path, documents.GPU_CONTEXT)
     return from_readings(document, str(path))

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import tomli_w
 
-from generator.store.files import parse_toml, read_text, write_atomic
+from generator.store import documents
+from generator.store.files import write_atomic
 from generator.store.layout import model_folder_name
 from generator.store.records import ResultsError
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = documents.HISTORY.version
 CATEGORY_FIELDS = {"weights": "weights_bytes", "gradients": "gradients_bytes", "AdamW state": "optimizer_bytes",
                    "activations and temporaries": "activations_bytes"}
 HISTORY_FOLDER = "_history"  # side folders start with "_": never an environment
@@ -56,10 +57,7 @@ def load_history(path: Path) -> tuple[ReleaseEntry, ...]:
     """The releases of a history file, oldest first; an absent file is an empty history."""
     if not path.is_file():
         return ()
-    document = parse_toml(read_text(path), path)
-    if document.get("schema_version") != HISTORY_SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not "
-                           f"{HISTORY_SCHEMA_VERSION}")
+    document = documents.load(path, documents.HISTORY)
     try:
         entries = [ReleaseEntry(**{**item, "seconds": float(item["seconds"]),
                                    "rows": tuple(RowPeak(**row) for row in item.get("rows", []))})

@@ -14,7 +14,7 @@ from generator import __version__
 from generator.matrix import Mode, RowSpec
 from generator.store.environment import Environment
 
-# The file format. Older versions are brought up to this one on load (generator/store/upgrade.py).
+# The file format. Older versions are brought up to this one on load (generator/store/documents.py).
 #   1: method_version optional (absent meant 1); LoRA targets in [row] (older files).
 #   2: method_version and method_hash at the top level; LoRA targets per repeat and in [result].
 SCHEMA_VERSION = 2

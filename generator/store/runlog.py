@@ -3,18 +3,27 @@
 
 from pathlib import Path
 
+from generator.store import documents
 from generator.store.files import append_to_log, log_entries
 from generator.store.layout import BENCHMARKS_FILE, RUNS_FILE
 
 
+def entries(path: Path, table: str) -> list:
+    """A log's entries under one table, through the versioned loader ([] where there is no log yet)."""
+    if path.exists():
+        documents.load(path, documents.LOG)
+    return log_entries(path, table)
+
+
 def check_runs(folder: Path) -> None:
     """Refuse, before any work, a model folder whose _runs.toml is damaged (a run could not record itself)."""
-    log_entries(folder / RUNS_FILE, "runs")
+    entries(folder / RUNS_FILE, "runs")
 
 
 def record_run(folder: Path, entry: dict) -> Path:
     """Append one measure run's timings to the model folder's _runs.toml."""
     path = folder / RUNS_FILE
+    entries(path, "runs")
     append_to_log(path, "runs", entry)
     return path
 
@@ -22,5 +31,6 @@ def record_run(folder: Path, entry: dict) -> Path:
 def record_benchmark(environment_folder: Path, table: str, entry: dict) -> Path:
     """Append one benchmark run to the environment's _benchmarks.toml, under its table."""
     path = environment_folder / BENCHMARKS_FILE
+    entries(path, table)
     append_to_log(path, table, entry)
     return path

@@ -10,17 +10,17 @@ another key, is simulated again and written over."""
 
 import hashlib
 import os
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import tomli_w
 
+from generator.store import documents
 from generator.store.codec import prediction_from_table
 from generator.store.files import write_atomic
 from generator.store.records import Prediction, ResultsError
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = documents.KEPT_SIMULATION.version
 OFF = "off"
 
 
@@ -58,14 +58,9 @@ def load(key: SimulationKey) -> Prediction | None:
     if root is None:
         return None
     path = key.path(root)
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None  # not kept yet, or damaged: simulated again
-    if document.get("schema_version") != CACHE_SCHEMA or document.get("key") != asdict(key):
-        return None
-    try:
-        return prediction_from_table(document.get("prediction"), path)
+    try:  # not kept yet, damaged, or another version's: simulated again (a cache refuses by missing)
+        document = documents.load(path, documents.KEPT_SIMULATION)
+        return prediction_from_table(document.get("prediction"), path) if document.get("key") == asdict(key) else None
     except ResultsError:
         return None
 
