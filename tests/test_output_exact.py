@@ -155,3 +155,31 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_write_site_checks_for_itself_and_makes_the_folders_above(tmp_path: Path) -> None:
+    measurements = tmp_path / "measurements"
+    measurements.mkdir()
+    with pytest.raises(OutputError, match="is, holds or lies inside the measurements folder"):
+        write_site({"index.md": "x"}, measurements / "site", measurements)
+    deep = tmp_path / "a" / "b" / "site"
+    write_site({"index.md": "x"}, deep, measurements)
+    assert files(deep) == {MANIFEST: manifest_text(["index.md"]), "index.md": "x"}
+    (tmp_path / "plain-file").write_text("", encoding="utf-8")
+    with pytest.raises(OutputError) as refused:
+        write_site({"index.md": "x"}, tmp_path / "plain-file" / "site")
+    assert str(refused.value) == f"--output {tmp_path / 'plain-file' / 'site'}: cannot write there (File exists)"
+
+
+def test_the_staging_folder_is_a_hidden_sibling_of_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Path] = []
+    write = Path.write_text
+
+    def watched(self: Path, text: str, encoding: str) -> int:
+        seen.append(self.parent)
+        return write(self, text, encoding=encoding)
+
+    monkeypatch.setattr(Path, "write_text", watched)
+    write_site({"index.md": "x"}, tmp_path / "site")
+    monkeypatch.undo()
+    assert {folder.parent for folder in seen} == {tmp_path} and all(f.name.startswith(".site-") for f in seen)

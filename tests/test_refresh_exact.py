@@ -17,6 +17,7 @@ from generator.measure import allocator
 from generator.measure.allocator import AllocatorError
 from generator.predict import curves
 from generator.predict.simulate import METHOD
+from generator.store.codec import save
 from generator.store.fit_table import Curve, FitTable, Simulated
 from generator.store.records import ResultsError
 
@@ -27,11 +28,13 @@ SOURCE = SimpleNamespace(name="Tiny", config_sha256="c0ffee")
 def _simulator(peaks: dict[int, int], asked: list[str]):
     """try_simulate's stand-in: tensor peak peaks[batch], a CUDA reserve 1,000 bytes above, 7 parameters."""
     def try_simulate(row, source):
+        assert source is SOURCE
         asked.append(row.id)
         if row.batch_size not in peaks:
             return None, "cannot"
         peak = peaks[row.batch_size]
-        return SimpleNamespace(tensor_peak_bytes=peak, cuda_reserved_bytes=peak + 1000, parameters=7), ""
+        return SimpleNamespace(tensor_peak_bytes=peak, cuda_reserved_bytes=peak + 1000,
+                               parameters=7 + row.batch_size), ""
     return try_simulate
 
 
@@ -41,7 +44,7 @@ def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: p
     monkeypatch.setattr(curves, "try_simulate", _simulator(peaks, asked))
     found = curves.curve(SOURCE, "ignored", 1024, row="train-b{b}-s{s}-ckpt")  # type: ignore[arg-type]
     assert asked == ["train-b1-s1024-ckpt", "train-b2-s1024-ckpt", "train-b4-s1024-ckpt", "train-b8-s1024-ckpt"]
-    assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=7, kind="ignored",
+    assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=15, kind="ignored",
                           row="train-b{b}-s1024-ckpt", batches=(1, 2, 4, 8),
                           tensor_bytes=(10 * GIB, 100 * GIB, 128 * GIB, 128 * GIB + 1),
                           cuda_bytes=(10 * GIB + 1000, 100 * GIB + 1000, 128 * GIB + 1000, 128 * GIB + 1001))
@@ -73,17 +76,22 @@ def test_a_curve_that_cannot_be_simulated_or_has_one_point_is_none(monkeypatch: 
 def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(name=name, config_sha256=name))
     monkeypatch.setattr(curves, "simulate_kept", lambda row, source: SimpleNamespace(
-        tensor_peak_bytes=row.batch_size * 10, cuda_reserved_bytes=row.batch_size * 11))
+        tensor_peak_bytes=row.batch_size * 10, cuda_reserved_bytes=row.batch_size * 11 + len(source.name)))
     assert curves.example_row("run it", "gen-b8-s2048-n32-bf16") == Simulated(
-        model="Llama-2-7b", task="run it", row="gen-b8-s2048-n32-bf16", tensor_peak_bytes=80, cuda_reserved_bytes=88)
+        model="Llama-2-7b", task="run it", row="gen-b8-s2048-n32-bf16", tensor_peak_bytes=80,
+        cuda_reserved_bytes=88 + len("Llama-2-7b"))
     asked: list[tuple] = []
     monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
     monkeypatch.setattr(curves, "sharded_model", lambda: SimpleNamespace(name="big"))
     monkeypatch.setattr(curves, "curve", lambda source, kind, seq_len, row="": asked.append(
         (source.name, kind, seq_len, row)) or (None if kind == "QLoRA" else kind))
     monkeypatch.setattr(curves, "example_row", lambda task, row: (task, row))
-    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
-    table = curves.site_curves(ENV, seq_len=512)
+    clock = iter([100.0, 112.345])
+    monkeypatch.setattr(curves.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [
+        function(*t) for t in tasks] if workers == 3 else pytest.fail(f"workers {workers}"))
+    table = curves.site_curves(ENV, seq_len=512, workers=3)
+    assert table.seconds == 12.3
     kinds = list(curves.KINDS)
     assert asked[:2 * len(kinds)] == [(name, kind, 512, "") for name in ("a", "b") for kind in kinds]
     assert asked[2 * len(kinds):] == [("big", kind, 512, row) for kind, row in curves.SHARDED_SETUPS]
@@ -92,6 +100,8 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
     assert table.example == curves.EXAMPLE_ROWS
     assert (table.libraries, table.environment, table.seq_len, table.simulator) == (
         "torch 2.13, transformers 5.24, peft 0.21", "cpu-x", 512, METHOD)
+    monkeypatch.setattr(curves.time, "perf_counter", lambda: 0.0)
+    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
     assert curves.site_curves(ENV).seq_len == 1024
 
 
@@ -113,7 +123,8 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
                         folder / "_fit.toml")
     for found, current in ((_table(), True), (_table(simulator="old"), False), (_table(configs=("a",)), False),
                            (_table(libraries="torch 2.12"), False), (None, False)):
-        monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found)
+        monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found
+                            if (root, environment) == (tmp_path, ENV) else pytest.fail("find_fit's arguments"))
         saved.clear()
         note = refresh._curves(tmp_path, ENV)
         if current:
@@ -138,13 +149,17 @@ def test_the_probe_runs_once_and_says_why_it_did_not(monkeypatch: pytest.MonkeyP
     requests: list = []
 
     def refused(row, measurements, device, limit, source):
+        assert row == parse_row("train-b8-s256")
         raise ResultsError("no uncapped run of train-b8-s256")
 
     monkeypatch.setattr(refresh, "plan_probe", refused)
     assert refresh.probe_step2((plain, other), SOURCE, tmp_path, 256) == (  # type: ignore[arg-type]
         "probe: not run (no uncapped run of train-b8-s256)")
-    monkeypatch.setattr(refresh, "plan_probe", lambda row, measurements, device, limit, source: SimpleNamespace(
-        row=row.with_limit(3 * 2**30)))
+    def planned(row, measurements, device, limit, source):
+        assert (row, measurements, device, limit, source) == (parse_row("train-b8-s256"), tmp_path, "cpu", None, SOURCE)
+        return SimpleNamespace(row=row.with_limit(3 * 2**30))
+
+    monkeypatch.setattr(refresh, "plan_probe", planned)
     monkeypatch.setattr(refresh, "measure_rows", lambda request: requests.append(request) or SimpleNamespace(
         written=["one", "two"]))
     monkeypatch.setattr(refresh, "describe_outcome", lambda result: f"ran {result}")
@@ -161,7 +176,8 @@ def test_predictions_are_recorded_for_finished_rows_without_one_of_this_simulato
     asked: list = []
     monkeypatch.setattr(refresh.rows, "predict_rows", lambda missing, source, model: asked.append(
         (missing, source, model)) or ["p"] * len(missing))
-    monkeypatch.setattr(refresh.rows, "record", lambda predictions, source, measurements: predictions[:1])
+    monkeypatch.setattr(refresh.rows, "record", lambda predictions, source, measurements: predictions[:1]
+                        if (source, measurements) == (SOURCE, tmp_path) else pytest.fail("record's arguments"))
     older = _row("train-b1-s256", 100, prediction=90)  # predicted by the method "fake"
     current = replace(older, prediction=replace(older.prediction, method=METHOD))
     none = _row("train-b2-s256", 100)
@@ -184,19 +200,26 @@ def test_refresh_runs_its_steps_in_order_and_records_their_times(monkeypatch: py
     report = refresh.refresh(SOURCE, tmp_path, 256)  # type: ignore[arg-type]
     assert report.notes == ["nothing measured for Tiny in cpu-x: run `memory-budget measure`"]
     assert report.seconds == {} and capsys.readouterr().err == f"refresh: {report.notes[0]}\n"
-    ran: list[str] = []
+    ran: list[tuple] = []
     logged: list = []
-    monkeypatch.setattr(refresh, "_measured", lambda folder: ("a row",))
-    monkeypatch.setattr(refresh, "record_predictions", lambda *args: ran.append("predict") or "predicted")
-    monkeypatch.setattr(refresh, "probe_step2", lambda *args: ran.append(f"probe at {args[3]}") or "probed")
-    monkeypatch.setattr(refresh, "_curves", lambda *args: ran.append("fit") or "fitted")
+    mine = tmp_path / "cpu-x" / "Tiny"  # the folder already holds this config's rows: it is the model's folder
+    theirs = _row("infer-b1-s256", 100)
+    save(replace(theirs, model=replace(theirs.model, name="Tiny", config_sha256="c0ffee")), mine)
+    monkeypatch.setattr(refresh, "_measured", lambda folder: ("a row",) if folder == mine else pytest.fail(folder))
+    monkeypatch.setattr(refresh, "record_predictions", lambda *args: ran.append(("predict", *args)) or "predicted")
+    monkeypatch.setattr(refresh, "probe_step2", lambda *args: ran.append(("probe", *args)) or "probed")
+    monkeypatch.setattr(refresh, "_curves", lambda *args: ran.append(("fit", *args)) or "fitted")
     monkeypatch.setattr(refresh.runlog, "record_run", lambda folder, entry: logged.append((folder, entry)))
+    clock = iter([10.0, 11.26, 20.0, 20.04, 30.0, 32.0])
+    monkeypatch.setattr(refresh.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(refresh, "utc_now", lambda: "2026-12-02T00:00:00Z")
     report = refresh.refresh(SOURCE, tmp_path, 512)  # type: ignore[arg-type]
-    assert ran == ["predict", "probe at 512", "fit"] and report.notes == ["predicted", "probed", "fitted"]
-    assert list(report.seconds) == ["predict", "probe", "fit"] and all(s >= 0 for s in report.seconds.values())
-    assert capsys.readouterr().err == "refresh: predicted (0 s)\nrefresh: probed (0 s)\nrefresh: fitted (0 s)\n"
-    (folder, entry), = logged
-    assert folder == tmp_path / "cpu-x" / "Tiny" and entry["refresh_seconds"] == report.seconds
+    assert ran == [("predict", ("a row",), SOURCE, tmp_path), ("probe", ("a row",), SOURCE, tmp_path, 512),
+                   ("fit", tmp_path, ENV)]
+    assert report.notes == ["predicted", "probed", "fitted"]
+    assert report.seconds == {"predict": 1.3, "probe": 0.0, "fit": 2.0}
+    assert capsys.readouterr().err == "refresh: predicted (1 s)\nrefresh: probed (0 s)\nrefresh: fitted (2 s)\n"
+    assert logged == [(mine, {"started_at": "2026-12-02T00:00:00Z", "refresh_seconds": report.seconds})]
 
 
 # ---------------------------------------------------------------- the allocator a worker starts with
@@ -302,3 +325,8 @@ def asdict_curve(curve: Curve) -> dict:
     from dataclasses import asdict
 
     return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(curve).items()}
+
+
+def test_the_sharded_curves_are_the_70b_configs() -> None:
+    source = curves.sharded_model()
+    assert source.name == "Llama-3.1-70B" and source.config_sha256
