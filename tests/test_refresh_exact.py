@@ -22,6 +22,7 @@ from generator.store.fit_table import Curve, FitTable, Simulated
 from generator.store.records import ResultsError
 
 GIB = 2**30
+MIB = 2**20
 SOURCE = SimpleNamespace(name="Tiny", config_sha256="c0ffee")
 
 
@@ -330,3 +331,30 @@ def asdict_curve(curve: Curve) -> dict:
 def test_the_sharded_curves_are_the_70b_configs() -> None:
     source = curves.sharded_model()
     assert source.name == "Llama-3.1-70B" and source.config_sha256
+
+
+# ---------------------------------------------------------------- the fit page without curves, band or baseline
+
+
+def test_a_fit_page_without_curves_a_band_or_a_baseline_says_so() -> None:
+    from generator.budget import ProcessModel
+    from generator.report.fit_page import build_fit_page
+
+    rows = [_row("train-b8-s256", 5000, prediction=4000)]
+    page = build_fit_page(None, rows, ProcessModel(0.1, 1000.0, 3, "three rows"), "cpu-x", "torch 2.13")
+    assert page.missing == ("No simulated curves under torch 2.13 yet: `memory-budget refresh` (part of "
+                            "`nox -s measure`) records them.")
+    assert (page.seq_len_text, page.simulated_in, page.calculator, page.models, page.imports) == ("", "", None, (), "")
+    assert page.cpu_margin_text == "10 % (no band validated: one model measured)" and not page.imports_within_margin
+    assert [(b.label, b.n_bytes, b.margin) for b in page.budgets if b.target == "cpu"] == [
+        ("32 GiB CPU", 32 * 2**30, 0.1), ("64 GiB CPU", 64 * 2**30, 0.1)]
+    tuned = _row("baseline-jemalloc", 0)
+    tuned = replace(tuned, summary=replace(tuned.summary, baseline_bytes=900 * MIB))
+    failed = _row("baseline", 0, status="error")
+    plain = _row("baseline", 0)
+    plain = replace(plain, summary=replace(plain.summary, baseline_bytes=267 * MIB))
+    page = build_fit_page(None, [*rows, tuned, failed, plain], ProcessModel(0.1, 1000.0, 3, ""), "cpu-x", "t")
+    assert (page.imports, page.imports_within_margin) == ("267 MiB", True)
+    big = replace(plain, summary=replace(plain.summary, baseline_bytes=4 * 2**30))
+    page = build_fit_page(None, [*rows, big], ProcessModel(0.1, 1000.0, 3, ""), "cpu-x", "t")
+    assert (page.imports, page.imports_within_margin) == ("4,096 MiB", False)  # over 10 % of the 32 GiB machine
