@@ -358,3 +358,27 @@ def test_a_fit_page_without_curves_a_band_or_a_baseline_says_so() -> None:
     big = replace(plain, summary=replace(plain.summary, baseline_bytes=4 * 2**30))
     page = build_fit_page(None, [*rows, big], ProcessModel(0.1, 1000.0, 3, ""), "cpu-x", "t")
     assert (page.imports, page.imports_within_margin) == ("4,096 MiB", False)  # over 10 % of the 32 GiB machine
+
+
+def test_accuracy_counts_at_its_bounds() -> None:
+    from generator.store.accuracy import Accuracy, Judged
+
+    def judged(measured: int, out: int) -> Judged:
+        return Judged("m", "r", "glibc", 1, measured, measured, measured, measured, out)
+
+    found = Accuracy("glibc", (judged(100, 125), judged(100, 126), judged(100, 0)), margin=0.5)
+    assert found.within(0.25) == 1 and found.within(0.26) == 2  # |error| 0.25 exactly counts as within
+    assert Accuracy("glibc", (judged(100, 50), judged(101, 50)), 0.5).exceeded(0.5) == 1  # 100 = 50 / 0.5: not over
+
+
+def test_the_calculators_curve_without_a_recipe_says_none() -> None:
+    import json
+
+    from generator.budget import ProcessModel
+    from generator.report.calculator import calculator_data
+
+    curve = Curve(model="m", config_sha256="c", parameters=1, kind="a kind of its own", row="train-b{b}-s512",
+                  batches=(1, 2), tensor_bytes=(1, 2), cuda_bytes=(3, 4))
+    table = FitTable(libraries="t", environment="e", seq_len=512, curves=(curve,), example=())
+    (found,) = json.loads(calculator_data(table, ProcessModel(0.1, 5.0, 3, ""), {"gpu": 0.1}, (8,), 8).text)["curves"]
+    assert found["recipe"] == "" and found["cuda"] == ["3", "4"]
