@@ -382,3 +382,30 @@ def test_the_calculators_curve_without_a_recipe_says_none() -> None:
     table = FitTable(libraries="t", environment="e", seq_len=512, curves=(curve,), example=())
     (found,) = json.loads(calculator_data(table, ProcessModel(0.1, 5.0, 3, ""), {"gpu": 0.1}, (8,), 8).text)["curves"]
     assert found["recipe"] == "" and found["cuda"] == ["3", "4"]
+
+
+def test_the_fit_table_of_these_libraries_is_found_this_environments_first(tmp_path: Path) -> None:
+    from generator.store.fit_table import find_fit, save_fit
+
+    mine, other, older = replace(ENV, id="cpu-b"), replace(ENV, id="cpu-a"), replace(ENV, id="cpu-0", torch="2.12")
+    for environment, seconds in ((mine, 1.0), (other, 2.0), (older, 3.0)):
+        save_fit(FitTable(libraries=f"torch {environment.torch}, transformers 5.24, peft 0.21",
+                          environment=environment.id, seq_len=512, curves=(), example=(), seconds=seconds),
+                 tmp_path / environment.id)
+    assert find_fit(tmp_path, mine).seconds == 1.0  # type: ignore[union-attr]  # its own, though cpu-a sorts first
+    assert find_fit(tmp_path, replace(ENV, id="cpu-z")).seconds == 2.0  # type: ignore[union-attr]
+    assert find_fit(tmp_path, replace(ENV, id="cpu-z", torch="2.12")).seconds == 3.0  # type: ignore[union-attr]
+    assert find_fit(tmp_path, replace(ENV, id="cpu-z", torch="2.11")) is None
+
+
+def test_a_list_where_the_fit_table_wants_text_is_refused(tmp_path: Path) -> None:
+    import tomli_w
+
+    from generator.store.fit_table import FIT_FILE, FIT_SCHEMA_VERSION, load_fit
+
+    curve = {"model": "m", "config_sha256": "c", "parameters": 1, "kind": ["k"], "row": "r", "batches": [1, 2],
+             "tensor_bytes": [1, 2], "cuda_bytes": [1, 2]}
+    (tmp_path / FIT_FILE).write_text(tomli_w.dumps({"schema_version": FIT_SCHEMA_VERSION, "libraries": "t",
+                                                    "environment": "e", "seq_len": 1, "curves": [curve]}))
+    with pytest.raises(ResultsError, match=r"kind = \['k'\] is not of the expected type"):
+        load_fit(tmp_path)
