@@ -314,8 +314,11 @@ def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> N
                            ({"example": [{"model": 1}]}, "model = 1 is not of the expected type"),
                            ({"curves": [{**asdict_curve(curve), "batches": [1]}]}, "a curve needs two batches"),
                            ({"sharded": [{**asdict_curve(curve), "cuda_bytes": [1]}]}, "a curve needs two batches"),
-                           ({"schema_version": 2}, "holds curves of an older release"),
-                           ({"schema_version": 99}, f"schema version 99 is not {FIT_SCHEMA_VERSION}")]:
+                           ({"schema_version": 2}, "holds curves of an older release (no simulated GPU reserve, "
+                                                   "fewer set-ups); run `memory-budget refresh` to simulate them "
+                                                   "again"),
+                           ({"schema_version": 99}, f"schema version 99 is newer than this tool reads "
+                                                    f"({FIT_SCHEMA_VERSION}); use the memory-budget release")]:
         written(**damage)
         with pytest.raises(ResultsError) as refused:
             load_fit(tmp_path)

@@ -20,7 +20,6 @@ class KindAnswer:
 
     kind: str
     cell: str  # "batch 8 (20.6 GiB)" or "does not fit: 31.0 > 21.6 GiB"
-    fits: bool
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) 
         return None
     card = Budget(f"{format_gib(EXAMPLE_CARD_BYTES, 0)} GPU", EXAMPLE_CARD_BYTES, "gpu", SITE_MARGIN)
     found = {answer.kind: answer for _, answer in site_answers(fit_table, process, (card,)) if answer.model == model}
-    answers = tuple(KindAnswer(kind, cell(found[kind]), found[kind].batch > 0) for kind in FIRST_KINDS if kind in found)
+    answers = tuple(KindAnswer(kind, cell(found[kind])) for kind in FIRST_KINDS if kind in found)
     first_per_task: dict[str, SimulatedLine] = {}
     for line in simulated_lines(fit_table):  # each task's first line is its smallest shape
         first_per_task.setdefault(line.task, line)

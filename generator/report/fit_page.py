@@ -62,8 +62,7 @@ class JudgedRow:
     """A measured row against its predictions, in sample and out of sample."""
 
     model: str
-    row: str
-    allocator: str
+    row: str  # its allocator is the section's (AllocatorAccuracy)
     measured: str  # median, with the spread of the independent repeats
     tensor: str  # each prediction with its error against the measured median: '5,830 MiB (−3.1 %)'
     in_sample: str
@@ -171,7 +170,7 @@ def judged_view(row: Judged) -> JudgedRow:
     def against(predicted: int) -> str:
         return f"{format_mib(predicted)} ({_error(predicted, row.measured_bytes)})"
 
-    return JudgedRow(model=row.model, row=row.row, allocator=row.allocator,
+    return JudgedRow(model=row.model, row=row.row,
                      measured=format_mib(row.measured_bytes) + spread, tensor=against(row.tensor_bytes),
                      in_sample=against(row.in_sample_bytes), out_of_sample=against(held_out) if held_out else "–")
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import tomli_w
 
-from generator.store import layout
+from generator.store import documents, layout
 from generator.store.environment import Environment
-from generator.store.files import read_toml, write_atomic
+from generator.store.files import write_atomic
 from generator.store.layout import FIT_FILE
 from generator.store.records import ResultsError
 
-FIT_SCHEMA_VERSION = 3  # 1: answers with one process model baked in; 2: curves without the GPU reserve
+FIT_SCHEMA_VERSION = documents.FIT_TABLE.version  # the older ones: generator/store/documents.py
 # and the set-ups people run. A build refuses both as stale.
 
 
@@ -134,12 +134,7 @@ def load_fit(folder: Path) -> FitTable | None:
     path = folder / FIT_FILE
     if not path.is_file():
         return None
-    document = read_toml(path)
-    if document.get("schema_version") in (1, 2):
-        raise ResultsError(f"{path}: holds curves of an older release (no simulated GPU reserve, fewer set-ups); "
-                           "run `memory-budget refresh` to simulate them again")
-    if document.get("schema_version") != FIT_SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema version {document.get('schema_version')!r} is not {FIT_SCHEMA_VERSION}")
+    document = documents.load(path, documents.FIT_TABLE)
     curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
     sharded = tuple(_typed(Curve, item, path) for item in document.get("sharded", []))
     example = tuple(_typed(Simulated, item, path) for item in document.get("example", []))
