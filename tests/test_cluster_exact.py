@@ -41,16 +41,20 @@ class Cluster:
         self.submitted: list[list[tuple]] = []
         self.executors: list[tuple] = []
         self.where, self.interrupt_after = where, interrupt_after
-        monkeypatch.setattr(cluster_run, "collect_environment", lambda device: ENV)
+        monkeypatch.setattr(cluster_run, "collect_environment", lambda device: ENV if device == "cpu" else None)
         monkeypatch.setattr(cluster_run, "make_executor", lambda options, jobs: self.executors.append(
             (options.executor, jobs)) or "executor")
-        monkeypatch.setattr(cluster_run, "submit", lambda executor, specs: self.submitted.append(specs) or specs)
+        monkeypatch.setattr(cluster_run, "submit", lambda executor, specs: self.submitted.append(specs) or specs
+                            if executor == "executor" else pytest.fail("submitted to no executor"))
         monkeypatch.setattr(cluster_run, "follow", self.follow)
         monkeypatch.setattr(cluster_run, "estimate", lambda rows, model, output, here, timeout: SimpleNamespace(
-            seconds={row: 10.0 * (i + 1) for i, row in enumerate(rows)}, server_seconds=2.0))
+            seconds={row: 10.0 * (i + 1) for i, row in enumerate(rows)}, server_seconds=2.0) if here is ENV
+            else pytest.fail("estimated for no machine"))
 
     def follow(self, specs: list[tuple], on_done, environment) -> None:
+        assert environment is ENV  # where a job that died is said to have run
         for job, cap, number, folder in specs:
+            assert job.model.name == "tiny-llama" and job.device == "cpu", (job.model, job.device)
             if self.interrupt_after and sum(map(len, self.submitted)) > self.interrupt_after:
                 raise KeyboardInterrupt
             repeat = Repeat(status="ok", baseline_bytes=100_000_000, peak_rss_bytes=300_000_000 + number,

@@ -375,3 +375,9 @@ def test_the_calculators_data_cannot_end_its_script_element() -> None:
 
     assert CalculatorData('{"a": "</script><b>&amp;"}').script_json() == (
         '{"a": "\\u003c/script\\u003e\\u003cb\\u003e\\u0026amp;"}')
+
+
+def test_a_direction_by_its_sign() -> None:
+    from generator.report.claims import Direction, _direction
+
+    assert [_direction(change) for change in (-0.01, 0.0, 0.01)] == [Direction.FALL, Direction.LEVEL, Direction.RISE]
