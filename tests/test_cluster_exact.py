@@ -37,7 +37,9 @@ class Display:
 class Cluster:
     """submitit and the worker, stood in: each job's repeat comes from `peaks`, on the environment `where`."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, where=ENV, interrupt_after: int = 0) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, where=ENV, interrupt_after: int = 0,
+                 fail_training_again: bool = False) -> None:
+        self.fail_training_again = fail_training_again
         self.submitted: list[list[tuple]] = []
         self.executors: list[tuple] = []
         self.where, self.interrupt_after = where, interrupt_after
@@ -47,9 +49,15 @@ class Cluster:
         monkeypatch.setattr(cluster_run, "submit", lambda executor, specs: self.submitted.append(specs) or specs
                             if executor == "executor" else pytest.fail("submitted to no executor"))
         monkeypatch.setattr(cluster_run, "follow", self.follow)
-        monkeypatch.setattr(cluster_run, "estimate", lambda rows, model, output, here, timeout: SimpleNamespace(
+        self.estimated: list[tuple] = []
+        monkeypatch.setattr(cluster_run, "estimate", lambda rows, model, output, here, timeout: self.estimated.append(
+            (model.name, output.name, timeout)) or SimpleNamespace(
             seconds={row: 10.0 * (i + 1) for i, row in enumerate(rows)}, server_seconds=2.0) if here is ENV
             else pytest.fail("estimated for no machine"))
+        self.recorded: list[float] = []
+        record = cluster_run.record_run
+        monkeypatch.setattr(cluster_run, "record_run", lambda folder, report, seconds, started_at: self.recorded.append(
+            seconds) or record(folder, report, seconds, started_at))
 
     def follow(self, specs: list[tuple], on_done, environment) -> None:
         assert environment is ENV  # where a job that died is said to have run
@@ -57,8 +65,11 @@ class Cluster:
             assert job.model.name == "tiny-llama" and job.device == "cpu", (job.model, job.device)
             if self.interrupt_after and sum(map(len, self.submitted)) > self.interrupt_after:
                 raise KeyboardInterrupt
-            repeat = Repeat(status="ok", baseline_bytes=100_000_000, peak_rss_bytes=300_000_000 + number,
-                            parameters=1, wall_seconds=4.0)
+            failed = self.fail_training_again and job.row.mode == "train" and number == 2
+            repeat = Repeat(status="oom", phase="backward", detail="cap reached", baseline_bytes=100_000_000,
+                            peak_rss_bytes=200_000_000, wall_seconds=3.0) if failed else Repeat(
+                status="ok", baseline_bytes=100_000_000, peak_rss_bytes=300_000_000 + number, parameters=1,
+                wall_seconds=4.0)
             on_done(SimpleNamespace(row=job.row, round=number, state_folder=folder), JobOutcome(
                 self.where, repeat, "cap" if cap else ""))
 
@@ -69,7 +80,7 @@ def _request(tmp_path: Path, **given) -> MeasureRequest:
 
 
 def test_one_job_at_a_time_round_by_round(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    cluster, display = Cluster(monkeypatch), Display()
+    cluster, display = Cluster(monkeypatch, fail_training_again=True), Display()
     request = _request(tmp_path, timeout_seconds=7000.0)
     report = cluster_run.run_cluster_matrix(request, display, ClusterOptions(executor="local",  # type: ignore[arg-type]
                                                                             time_minutes=100))
@@ -89,12 +100,15 @@ def test_one_job_at_a_time_round_by_round(monkeypatch: pytest.MonkeyPatch, tmp_p
                        ("infer-b1-s256", 12.0, 2), ("train-b1-s256-cap512MiB", 22.0, 2)]
     finished = [call[1:] for call in display.calls if call[0] == "row_finished"]
     assert finished[0] == ("infer-b1-s256", "ok", 200_000_001, 4.0, "")
+    assert finished[3] == ("train-b1-s256-cap512MiB", "oom", 100_000_000, 3.0, "in backward: cap reached")
+    assert cluster.estimated == [("tiny-llama", "m", 7000.0)]
+    assert len(cluster.recorded) == 1 and 0 <= cluster.recorded[0] < 60
     folder = report.folder
     assert folder == tmp_path / "m" / ENV.id / layout.model_folder_name(request.model.name)
     assert sorted(r.row.id for r in report.written) == ["infer-b1-s256", "train-b1-s256-cap512MiB"]
     assert report.skipped == [] and not report.interrupted
     saved = load_file(folder / "train-b1-s256-cap512MiB.toml")
-    assert [r.peak_rss_bytes for r in saved.repeats] == [300_000_001, 300_000_002]
+    assert [r.peak_rss_bytes for r in saved.repeats] == [300_000_001, 200_000_000]
     assert saved.summary.memory_limit_method == "cap"
     assert (folder / "_runs.toml").is_file() and layout.remembered_environments(jobs) == [ENV.id]
 
