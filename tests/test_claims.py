@@ -368,3 +368,31 @@ def test_each_fix_names_its_simulated_gpu_saving_and_the_gpu_order_only_where_it
     assert gpu_order.index("bfloat16") < gpu_order.index("checkpointing")
     assert "(−25 %; simulated GPU reserve −20 %)" in agrees
     assert "On a GPU, by simulated reserve, the order is:" not in agrees
+
+
+def test_the_claims_at_their_edges() -> None:
+    row = _with_activations(_row("train-b8-s256", 40_000_000), 16_384_000)
+    view = _views(row)["train-b8-s256"]
+    half = logits_share(view, 1_000)  # 8,192,000 of 16,384,000: one half exactly, not "most"
+    assert half is not None and half.share.value == 0.5 and not half.most
+    tiny = logits_share(_views(_with_activations(_row("train-b8-s256", 40_000_000), 1))["train-b8-s256"], 1)
+    assert tiny is not None and tiny.activations.n_bytes == 1
+    assert logits_share(_views(_with_activations(_row("train-b8-s256", 40_000_000), 0))["train-b8-s256"], 1) is None
+    wider = _row("train-b8-s256", 10_000_000, spread=(9_800_000, 10_200_000))
+    touching = _row("train-b4-s512", 10_400_000, spread=(10_200_000, 10_600_000))  # its low is wider's high
+    found = same_tokens(*_views(touching, wider).values())
+    assert found is not None and found.within_spread
+    touching_below = _row("train-b4-s512", 9_600_000, spread=(9_400_000, 9_800_000))  # its high is wider's low
+    assert same_tokens(*_views(touching_below, wider).values()).within_spread  # type: ignore[union-attr]
+    level = same_tokens(*_views(_row("train-b4-s512", 10_000_000), wider).values())
+    assert level is not None and not level.longer_needs_more and level.direction == "less"
+    assert same_tokens(*_views(touching, _row("train-b8-s256", 1)).values()) is not None
+    fp32, bf16 = _views(_row("train-b8-s256", 40_000_000), _row("train-b8-s256-bf16", 20_000_000)).values()
+    for one, other in ((replace(bf16, components=()), fp32), (bf16, replace(fp32, components=())),
+                       (replace(bf16, net=None), fp32), (bf16, replace(fp32, net=None))):
+        assert half_precision(one, other) is None
+    one_byte = _row("train-b8-s256", 16_000_001)
+    barely = half_precision(*_views(_row("train-b8-s256-bf16", 20_000_000), one_byte).values())
+    assert barely is not None and barely.rest_before.n_bytes == 1
+    nothing_left = _row("train-b8-s256", 16_000_000)  # fp32's peak is its fixed arrays: no rest to compare
+    assert half_precision(*_views(_row("train-b8-s256-bf16", 20_000_000), nothing_left).values()) is None
