@@ -81,7 +81,7 @@ def test_the_tuned_process_returns_freed_activations(tmp_path: Path) -> None:
     What the tuned process holds beyond its tensors depends on the machine: here (AMD EPYC, THP madvise) the tiny
     batch-16 training row holds its tensor peak plus about 31 MiB, and CI's machine once held about 91 MiB more
     than its tensors (a runtime this test cannot see). The closeness is judged out of sample on each machine's
-    own rows (the next test, and store/accuracy.py on the committed ones), not as a fixed allowance here."""
+    own rows (the next test, and answers/accuracy.py on the committed ones), not as a fixed allowance here."""
     rows = ("train-b16-s512", "infer-b16-s512")
     measured = run_cli("measure", "--model", str(TINY_MODEL), "--rows", *rows, "--allocator", "glibc",
                        "glibc-tuned", "--repeats", "1", "--output", str(tmp_path))

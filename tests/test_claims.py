@@ -150,8 +150,8 @@ def test_a_cpu_allocator_setting_is_never_a_first_fix() -> None:
 
 
 def test_a_does_not_fit_cell_shows_the_budget_it_was_judged_against() -> None:
+    from generator.answers.fit import FitAnswer
     from generator.report.fit_page import cell
-    from generator.store.fit_table import FitAnswer
 
     gib = 2**30
     answer = FitAnswer(kind="k", row="r", batch=0, predicted_bytes=round(21.64 * gib), next_bytes=0,

@@ -19,11 +19,11 @@ from conftest import TINY_MODEL, run_cli
 from test_bad_input import assert_refused
 from test_mutation_figures import ENV, _row
 
+from generator.answers.overhead import overhead_model, overhead_source
 from generator.store import catalog as catalog_module
 from generator.store.catalog import Catalog
 from generator.store.codec import save
 from generator.store.environment import Environment
-from generator.store.overhead import overhead_model, overhead_source
 from generator.store.records import ResultsError
 
 # ---------------------------------------------------------------- 1. build writes only what it owns

@@ -156,12 +156,13 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(site, "build_site", lambda measurements, output, env=None, model=None, force=False: [])
     monkeypatch.setattr(rows, "predict_rows", lambda rows, source, model: [])
     monkeypatch.setattr(probe, "collect_environment", lambda device: type("E", (), {"id": "fuzz"})())
+    from generator.answers.fit import FitAnswer
     from generator.cli import confirm, refresh
     from generator.measure import cluster_run
     from generator.predict import curves, fit
     from generator.store import fit_table
 
-    answer = fit_table.FitAnswer(kind="inference", row="infer-b1-s256", batch=1, predicted_bytes=1,
+    answer = FitAnswer(kind="inference", row="infer-b1-s256", batch=1, predicted_bytes=1,
                                  next_bytes=2, usable_bytes=1, simulations=0)
     monkeypatch.setattr(fit, "fit", lambda predictor, seq, budget, margin: [answer])
     monkeypatch.setattr(confirm, "confirm", lambda answers, source, measurements: "")

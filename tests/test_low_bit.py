@@ -5,10 +5,10 @@ from dataclasses import replace
 
 from conftest import TESTS
 
+from generator.answers.accuracy import WITHIN
 from generator.matrix import DEFAULT_OPTIMIZER
 from generator.report.low_bit import low_bit_section
 from generator.store import layout
-from generator.store.accuracy import WITHIN
 from generator.store.catalog import Catalog
 from generator.units import format_mib
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from generator.answers.fit import expected_peak
 from generator.answers.setups import KINDS
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.matrix import parse_row
@@ -719,7 +720,7 @@ def test_a_tuned_row_has_a_tighter_floor_and_its_twin_defers_to_it() -> None:
 
 
 def test_accuracy_out_of_sample_by_hand() -> None:
-    from generator.store.accuracy import accuracy, band
+    from generator.answers.accuracy import accuracy, band
 
     def measured(model: str, row: str, tensor: int, net: int) -> RowResult:
         base = _row(row, net, prediction=tensor)
@@ -754,9 +755,9 @@ def _prediction(tensor: int, cuda: int = 0, expandable: int = 0, parameters: int
 def test_each_target_adds_its_own_overhead() -> None:
     model = ProcessModel(0.5, 10.0, 3, "three rows")
     predicted = _prediction(1000, cuda=3000, expandable=2000)
-    assert fit_search.expected_peak(predicted, model, "cpu") == 1510
-    assert fit_search.expected_peak(predicted, model, "gpu") == 3000 + CUDA_CONTEXT_BYTES
-    assert fit_search.expected_peak(predicted, model, "gpu-expandable") == 2000 + CUDA_CONTEXT_BYTES
+    assert expected_peak(predicted, model, "cpu") == 1510
+    assert expected_peak(predicted, model, "gpu") == 3000 + CUDA_CONTEXT_BYTES
+    assert expected_peak(predicted, model, "gpu-expandable") == 2000 + CUDA_CONTEXT_BYTES
     assert fit_search.overhead_text(model, "cpu") == model.describe()
     assert fit_search.overhead_text(model, "gpu") == (
         "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance (338 MiB); simulated, "
@@ -803,9 +804,9 @@ def test_the_default_margin_is_the_validated_band(tmp_path: Path, monkeypatch: p
 
 
 def test_more_edges_of_diff_units_findings_and_the_codec(tmp_path: Path) -> None:
+    from generator.answers.overhead import overhead_model
     from generator.diff.compare import diff_row, disagreement, signed_size
     from generator.store.catalog import Catalog
-    from generator.store.overhead import overhead_model
     from generator.units import signed_mib
 
     assert (signed_mib(100 * 1024), signed_mib(-100 * 1024), signed_mib(0), signed_mib(-MIB)) == (

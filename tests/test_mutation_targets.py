@@ -299,9 +299,9 @@ def test_the_overhead_model_by_hand() -> None:
     has three; the pairs and the words by hand."""
     from pathlib import Path
 
+    from generator.answers.overhead import measured_pairs, overhead_model
     from generator.store.catalog import Catalog
     from generator.store.layout import environments
-    from generator.store.overhead import measured_pairs, overhead_model
 
     root = Path(__file__).resolve().parent.parent / "measurements"
     catalog = Catalog(root)
@@ -332,7 +332,7 @@ def test_the_overhead_model_by_hand() -> None:
 
 
 def test_a_capped_or_unpredicted_row_is_not_a_pair() -> None:
-    from generator.store.overhead import measured_pairs
+    from generator.answers.overhead import measured_pairs
     from generator.store.records import Prediction
 
     prediction = Prediction(tensor_peak_bytes=50, phase="step2", weights_bytes=0, gradients_bytes=0,
@@ -344,9 +344,9 @@ def test_a_capped_or_unpredicted_row_is_not_a_pair() -> None:
 
 
 def test_three_pairs_are_enough_and_unpredicted_models_are_not_named(tmp_path) -> None:
+    from generator.answers.overhead import overhead_model
     from generator.store.catalog import Catalog
     from generator.store.codec import save
-    from generator.store.overhead import overhead_model
     from generator.store.records import Prediction
 
     folder = tmp_path / "cpu-x" / "m"

@@ -364,7 +364,7 @@ def test_a_fit_page_without_curves_a_band_or_a_baseline_says_so() -> None:
 
 
 def test_accuracy_counts_at_its_bounds() -> None:
-    from generator.store.accuracy import Accuracy, Judged
+    from generator.answers.accuracy import Accuracy, Judged
 
     def judged(measured: int, out: int) -> Judged:
         return Judged("m", "r", "glibc", 1, measured, measured, measured, measured, out)

@@ -169,9 +169,9 @@ def test_the_help_is_complete_and_mistakes_are_explained() -> None:
 
 
 def test_a_figure_over_a_limit_never_reads_as_the_limit() -> None:
+    from generator.answers.fit import FitAnswer
     from generator.budget import ProcessModel
     from generator.predict.fit_report import render_text
-    from generator.store.fit_table import FitAnswer
     from generator.units import format_mib_above
 
     usable = 162 * MIB

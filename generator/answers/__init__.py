@@ -1,4 +1,10 @@
 """The answers stage, torch-free, beside measure and diff: what a "will it fit?" answer is made of, declared once
 and read by predict (which simulates) and report (which places the answers on the pages).
 
-- ``setups``: the set-ups people ask about, each with the row that answers it and its precision and recipe."""
+- ``setups``: the set-ups people ask about, each with the row that answers it and its precision and recipe.
+- ``fit``: an answer (the largest batch of a set-up within a budget) and what a budget must hold for a row on
+  each target.
+- ``overhead``: the process model, a tensor peak to a net peak, fitted on measured rows; ``accuracy``: that
+  model judged out of sample, and the band it validates.
+
+It imports the store and the core, never measure, predict, report, diff or the command line."""

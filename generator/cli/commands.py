@@ -204,9 +204,9 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def _process_model(measurements, allocator: str):  # -> ProcessModel; the overhead fitted on this machine's rows
+    from generator.answers.overhead import overhead_model
     from generator.measure.environment import collect_environment
     from generator.store.catalog import Catalog
-    from generator.store.overhead import overhead_model
 
     return overhead_model(Catalog(measurements), collect_environment(), allocator)
 

@@ -4,11 +4,11 @@ fit in it, each judged against the budget. It runs measurements, so it is the co
 import os
 from pathlib import Path
 
+from generator.answers.fit import FitAnswer
 from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
 from generator.measure.matrix_run import MeasureRequest, measure_rows
 from generator.model_source import ModelSource
-from generator.store.fit_table import FitAnswer
 from generator.store.records import Summary
 from generator.units import format_mib
 

@@ -8,6 +8,7 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 from collections.abc import Callable
 from pathlib import Path
 
+from generator.answers.fit import FitAnswer, expected_peak
 from generator.answers.setups import KINDS, row_template
 from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
 from generator.escaping import one_line_error
@@ -15,8 +16,6 @@ from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
 from generator.predict.simulate import simulate_kept
-from generator.store.fit_table import FitAnswer
-from generator.store.records import Prediction
 from generator.units import format_mib
 
 DEFAULT_MARGIN = 0.10
@@ -25,16 +24,6 @@ TARGETS = {  # where a budget lives -> what is added to the simulated tensors
     "gpu": "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance",
     "gpu-expandable": "the caching allocator's reserve with expandable segments (simulated) plus the context",
 }
-
-
-def expected_peak(prediction: Prediction, model: ProcessModel, target: str) -> int:
-    """What a budget must hold for a row: on a CPU the process peak net of imports; on a GPU the allocator's
-    simulated reserve plus the stated context allowance (the CPU's overhead does not carry over)."""
-    if target == "gpu":
-        return prediction.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
-    if target == "gpu-expandable":
-        return prediction.cuda_expandable_bytes + CUDA_CONTEXT_BYTES
-    return model.expected(prediction.tensor_peak_bytes)
 
 
 def overhead_text(model: ProcessModel, target: str) -> str:
@@ -149,10 +138,10 @@ def validated_margin(measurements: Path, allocator: str, target: str) -> tuple[f
     """fit's default margin: on a CPU, the band the allocator's out-of-sample errors support where the process
     model comes from (the overhead rule: this machine's rows, else borrowed from the same library versions, when
     the widest band of those environments is kept); else (a GPU, or no band yet) the stated 10 %."""
+    from generator.answers.accuracy import accuracy
+    from generator.answers.overhead import overhead_source, same_library_folders
     from generator.measure.environment import collect_environment
-    from generator.store.accuracy import accuracy
     from generator.store.catalog import Catalog
-    from generator.store.overhead import overhead_source, same_library_folders
 
     if target != "cpu":
         return DEFAULT_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"

@@ -3,11 +3,11 @@
 import json
 from dataclasses import asdict
 
+from generator.answers.fit import FitAnswer
 from generator.answers.setups import RECIPES
 from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.predict.fit import overhead_text
-from generator.store.fit_table import FitAnswer
 from generator.units import format_mib, format_mib_above, format_size
 
 

@@ -5,10 +5,10 @@ states each set-up's precision and recipe (generator/answers/setups.py), so that
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from generator.answers.fit import FitAnswer
 from generator.answers.setups import BY_NAME, FIRST_SCREEN, SETUPS
 from generator.budget import EXAMPLE_CARD_BYTES
 from generator.escaping import heading_slug
-from generator.store.fit_table import FitAnswer
 from generator.units import format_gib
 
 

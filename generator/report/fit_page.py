@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
+from generator.answers.fit import FitAnswer
 from generator.budget import (
     CUDA_CONTEXT_BYTES,
     EXAMPLE_CARD_BYTES,
@@ -18,8 +20,7 @@ from generator.budget import (
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
-from generator.store.accuracy import WITHIN, Accuracy, Judged, accuracy
-from generator.store.fit_table import Curve, FitAnswer, FitTable
+from generator.store.fit_table import Curve, FitTable
 from generator.store.records import RowResult
 
 if TYPE_CHECKING:

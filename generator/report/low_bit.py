@@ -7,9 +7,9 @@ bf16); the section names the machine, and compares only rows measured on it."""
 import statistics
 from dataclasses import dataclass, replace
 
+from generator.answers.accuracy import WITHIN, judged_rows
 from generator.matrix import DEFAULT_OPTIMIZER, RowSpec
 from generator.report.views import Figure, Part, figure
-from generator.store.accuracy import WITHIN, judged_rows
 from generator.store.records import RowResult
 from generator.units import format_mib, signed_percent
 

@@ -5,11 +5,12 @@ stated margin."""
 
 from dataclasses import dataclass
 
+from generator.answers.fit import FitAnswer
 from generator.answers.setups import SHARDING_NAMES
 from generator.budget import CUDA_CONTEXT_BYTES, largest_batch
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_page import SITE_MARGIN, cell
-from generator.store.fit_table import Curve, FitAnswer, FitTable
+from generator.store.fit_table import Curve, FitTable
 from generator.units import GIB, format_gib
 
 CARD_BYTES = 80 * GIB

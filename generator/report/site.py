@@ -7,6 +7,8 @@ that replaces the output folder whole."""
 from dataclasses import replace
 from pathlib import Path
 
+from generator.answers.accuracy import WITHIN
+from generator.answers.overhead import overhead_model
 from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import machine_of, render_svgs, to_svg
 from generator.report.fit_page import FitPageContext, build_fit_page
@@ -25,11 +27,9 @@ from generator.report.render import render_markdown, render_page
 from generator.report.sharded import sharded_section
 from generator.report.versions import VersionsContext, build_versions
 from generator.store import layout
-from generator.store.accuracy import WITHIN
 from generator.store.catalog import Catalog, Selection, newest
 from generator.store.fit_table import find_fit, libraries
 from generator.store.history import history_path, load_history
-from generator.store.overhead import overhead_model
 from generator.store.records import ResultsError
 
 

@@ -8,8 +8,7 @@
 - ``layout``: where files live; ``files``: one atomic writer, one strict TOML reader, logs appended to.
 - ``catalog``: a measurements folder, each file loaded once per command.
 - ``comparability``: which keys must agree for two results to be compared.
-- ``fit_table`` and ``overhead``: derived data that the site and ``predict`` both read; ``accuracy``: the
-  process model judged out of sample.
+- ``fit_table``: the simulated curves that the site and ``predict`` both read.
 - ``history``: the release history's files; ``runlog``: the logs beside the rows; ``simulations``: simulations
   kept on disk; ``configs``: the shipped config a result was measured on; ``plausible``: figures no
   measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator.

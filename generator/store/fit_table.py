@@ -25,23 +25,6 @@ FIT_SCHEMA_VERSION = documents.FIT_TABLE.version  # the older ones: generator/st
 
 
 @dataclass(frozen=True)
-class FitAnswer:
-    """The largest batch of one kind that fits a budget, with the predictions either side of the edge."""
-
-    kind: str
-    row: str  # the row at the answer (or at batch 1 when nothing fits)
-    batch: int  # 0: not even batch 1 fits
-    predicted_bytes: int  # net peak (CPU) or reserve plus context (GPU) at that batch (batch 1 if none fits)
-    next_bytes: int  # at batch + 1; 0 when the search stopped at the largest batch the tool allows
-    usable_bytes: int
-    simulations: int
-    model: str = ""
-    parameters: int = 0
-    budget_bytes: int = 0
-    error: str = ""  # why this kind could not be simulated ('' when it was)
-
-
-@dataclass(frozen=True)
 class Curve:
     """One config's tensor peak against the batch, for one way of running it, at one length."""
 
