@@ -24,11 +24,14 @@ class FitAnswer:
     error: str = ""  # why this kind could not be simulated ('' when it was)
 
 
+def needs(target: str, tensor_bytes: int, reserved_bytes: int, model: ProcessModel) -> int:
+    """What a budget must hold, the one rule every answer uses: on a CPU the process peak net of imports (the
+    tensor peak through the process model); on a GPU the caching allocator's simulated reserve plus the stated
+    context allowance (the CPU's overhead does not carry over)."""
+    return reserved_bytes + CUDA_CONTEXT_BYTES if target.startswith("gpu") else model.expected(tensor_bytes)
+
+
 def expected_peak(prediction: Prediction, model: ProcessModel, target: str) -> int:
-    """What a budget must hold for a row: on a CPU the process peak net of imports; on a GPU the allocator's
-    simulated reserve plus the stated context allowance (the CPU's overhead does not carry over)."""
-    if target == "gpu":
-        return prediction.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
-    if target == "gpu-expandable":
-        return prediction.cuda_expandable_bytes + CUDA_CONTEXT_BYTES
-    return model.expected(prediction.tensor_peak_bytes)
+    """needs() for a simulated row; "gpu-expandable" reads the reserve with expandable segments."""
+    reserved = prediction.cuda_expandable_bytes if target == "gpu-expandable" else prediction.cuda_reserved_bytes
+    return needs(target, prediction.tensor_peak_bytes, reserved, model)

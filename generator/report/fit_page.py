@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
-from generator.answers.fit import FitAnswer
+from generator.answers.fit import FitAnswer, needs
 from generator.budget import (
     CUDA_CONTEXT_BYTES,
     EXAMPLE_CARD_BYTES,
@@ -207,9 +207,7 @@ def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
 
 
 def _peak(curve: Curve, budget: Budget, process: ProcessModel) -> Callable[[int], int]:
-    if budget.target == "gpu":
-        return lambda batch: curve.cuda_at(batch) + CUDA_CONTEXT_BYTES
-    return lambda batch: process.expected(curve.at(batch))
+    return lambda batch: needs(budget.target, curve.at(batch), curve.cuda_at(batch), process)  # answers/fit.py
 
 
 def site_answers(table: FitTable, process: ProcessModel,
