@@ -14,8 +14,11 @@ from generator.diff.compare import WORSE, Comparison, RowDiff, Side, Verdict, si
 from generator.escaping import markdown_code, markdown_text, plain_terminal_text
 from generator.units import format_mib, mib_spread, signed_mib, signed_percent
 
-COLUMNS = ("row", "before", "after", "change", "change %", "threshold", "peak phase", "moved most", "verdict",
-           "tensors (exact)")
+# A comparison's columns, by name, each with the header a reader sees; logic selects columns by name.
+HEADERS = {"row": "row", "before": "before", "after": "after", "change": "change", "change_percent": "change %",
+           "threshold": "threshold", "peak_phase": "peak phase", "moved_most": "moved most", "verdict": "verdict",
+           "tensors": "tensors (exact)"}
+COLUMNS = tuple(HEADERS.values())
 
 
 def _net(side: Side | None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from generator.diff.compare import Comparison, NothingComparedError, RowDiff, Verdict, compare
-from generator.diff.render import COLUMNS, cells
+from generator.diff.render import HEADERS, cells
 from generator.matrix import parse_row
 from generator.report.history import HistoryContext
 from generator.report.views import MODE_LABELS
@@ -50,12 +50,13 @@ class VersionsContext:
 
 # The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
 # they fit a desktop column with the exact tensor change beside the measured one.
-PAGE_COLUMNS = tuple(column for column in COLUMNS if column not in ("peak phase", "moved most"))
+PAGE_NAMES = tuple(name for name in HEADERS if name not in ("peak_phase", "moved_most"))  # the rest: the diff's
+PAGE_COLUMNS = tuple(HEADERS[name] for name in PAGE_NAMES)
 
 
 def page_cells(row: RowDiff) -> tuple[str, ...]:
     """One row's cells, as diff renders them, in the page's columns."""
-    return tuple(cell for column, cell in zip(COLUMNS, cells(row), strict=True) if column in PAGE_COLUMNS)
+    return tuple(cell for name, cell in zip(HEADERS, cells(row), strict=True) if name in PAGE_NAMES)
 
 
 def _library_changes(comparison: Comparison) -> str:
