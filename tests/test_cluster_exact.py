@@ -38,12 +38,12 @@ class Cluster:
     """submitit and the worker, stood in: each job's repeat comes from `peaks`, on the environment `where`."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, where=ENV, interrupt_after: int = 0,
-                 fail_training_again: bool = False) -> None:
-        self.fail_training_again = fail_training_again
+                 fail_training_again: bool = False, device: str = "cpu") -> None:
+        self.fail_training_again, self.device = fail_training_again, device
         self.submitted: list[list[tuple]] = []
         self.executors: list[tuple] = []
         self.where, self.interrupt_after = where, interrupt_after
-        monkeypatch.setattr(cluster_run, "collect_environment", lambda device: ENV if device == "cpu" else None)
+        monkeypatch.setattr(cluster_run, "collect_environment", lambda device: ENV if device == self.device else None)
         monkeypatch.setattr(cluster_run, "make_executor", lambda options, jobs: self.executors.append(
             (options.executor, jobs)) or "executor")
         monkeypatch.setattr(cluster_run, "submit", lambda executor, specs: self.submitted.append(specs) or specs
@@ -62,7 +62,7 @@ class Cluster:
     def follow(self, specs: list[tuple], on_done, environment) -> None:
         assert environment is ENV  # where a job that died is said to have run
         for job, cap, number, folder in specs:
-            assert job.model.name == "tiny-llama" and job.device == "cpu", (job.model, job.device)
+            assert job.model.name == "tiny-llama" and job.device == self.device, (job.model, job.device)
             if self.interrupt_after and sum(map(len, self.submitted)) > self.interrupt_after:
                 raise KeyboardInterrupt
             failed = self.fail_training_again and job.row.mode == "train" and number == 2
@@ -175,3 +175,9 @@ def test_the_worker_protocol_reads_what_a_worker_said_and_nothing_else(tmp_path:
     assert read_state(tmp_path) == WorkerState()
     write_result(tmp_path, {"status": "ok"})
     assert read_result(tmp_path) == {"status": "ok"}
+
+
+def test_a_gpu_request_runs_its_jobs_on_the_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cluster = Cluster(monkeypatch, device="cuda")
+    report = cluster_run.run_cluster_matrix(_request(tmp_path, device="cuda"), Display(), ClusterOptions())  # type: ignore[arg-type]
+    assert len(cluster.submitted) == 4 and len(report.written) == 2

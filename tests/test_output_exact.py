@@ -183,3 +183,14 @@ def test_the_staging_folder_is_a_hidden_sibling_of_the_output(tmp_path: Path, mo
     write_site({"index.md": "x"}, tmp_path / "site")
     monkeypatch.undo()
     assert {folder.parent for folder in seen} == {tmp_path} and all(f.name.startswith(".site-") for f in seen)
+
+
+def test_kept_links_stay_links_and_patterns_keep_their_letters(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    write_site({"index.md": "x"}, site)
+    (tmp_path / "target.txt").write_text("outside", encoding="utf-8")
+    (site / "notes").symlink_to(tmp_path / "target.txt")
+    put(site, {KEEP_LIST: "notes\nXmas/\n", "Xmas/card.txt": "ho"})
+    assert keep_patterns(site)[-2:] == ("notes", "Xmas")
+    write_site({"index.md": "y"}, site)
+    assert (site / "notes").is_symlink() and (site / "Xmas" / "card.txt").read_text(encoding="utf-8") == "ho"

@@ -17,7 +17,7 @@ from generator.measure import allocator
 from generator.measure.allocator import AllocatorError
 from generator.predict import curves
 from generator.predict.simulate import METHOD
-from generator.store.codec import save
+from generator.store.codec import load_file, save
 from generator.store.fit_table import Curve, FitTable, Simulated
 from generator.store.records import ResultsError
 
@@ -412,3 +412,26 @@ def test_a_list_where_the_fit_table_wants_text_is_refused(tmp_path: Path) -> Non
                                                     "environment": "e", "seq_len": 1, "curves": [curve]}))
     with pytest.raises(ResultsError, match=r"kind = \['k'\] is not of the expected type"):
         load_fit(tmp_path)
+
+
+def test_what_refresh_reads_and_probes_at_the_length_asked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    row = _row("train-b8-s256", 100)
+    save(row, tmp_path)
+    assert refresh._measured(tmp_path) == (load_file(tmp_path / "train-b8-s256.toml"),)
+    (tmp_path / "infer-b8-s256.toml").write_text("damaged = [", encoding="utf-8")
+    assert refresh._measured(tmp_path) == ()
+    asked: list = []
+    monkeypatch.setattr(refresh, "plan_probe", lambda row, *rest: asked.append(row) or (_ for _ in ()).throw(
+        ResultsError("no")))
+    refresh.probe_step2((), SOURCE, tmp_path, 512)  # type: ignore[arg-type]
+    assert asked == [parse_row("train-b8-s512")]
+
+
+def test_a_judged_row_with_one_repeat_shows_no_range() -> None:
+    from generator.answers.accuracy import Judged
+    from generator.report.fit_page import judged_view
+
+    one = judged_view(Judged("m", "r", "glibc", 90 * MIB, 100 * MIB, 100 * MIB, 100 * MIB, 110 * MIB, 0))
+    assert (one.measured, one.out_of_sample) == ("100 MiB", "–")
+    spread = judged_view(Judged("m", "r", "glibc", 90 * MIB, 100 * MIB, 99 * MIB, 101 * MIB, 110 * MIB, 0))
+    assert spread.measured == "100 MiB (99–101)"
