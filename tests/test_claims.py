@@ -396,3 +396,12 @@ def test_the_claims_at_their_edges() -> None:
     assert barely is not None and barely.rest_before.n_bytes == 1
     nothing_left = _row("train-b8-s256", 16_000_000)  # fp32's peak is its fixed arrays: no rest to compare
     assert half_precision(*_views(_row("train-b8-s256-bf16", 20_000_000), nothing_left).values()) is None
+
+
+def test_same_tokens_needs_both_peaks() -> None:
+    wider = _row("train-b8-s256", 10_000_000, spread=(9_800_000, 10_200_000))
+    longer = _row("train-b4-s512", 10_400_000, spread=(10_200_000, 10_600_000))
+    one, other = _views(longer, wider).values()
+    assert same_tokens(one, replace(other, net=None)) is None
+    assert same_tokens(one, replace(other, net=replace(other.net, n_bytes=0))) is None
+    assert same_tokens(replace(one, net=None), other) is None

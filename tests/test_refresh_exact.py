@@ -435,3 +435,11 @@ def test_a_judged_row_with_one_repeat_shows_no_range() -> None:
     assert (one.measured, one.out_of_sample) == ("100 MiB", "–")
     spread = judged_view(Judged("m", "r", "glibc", 90 * MIB, 100 * MIB, 99 * MIB, 101 * MIB, 110 * MIB, 0))
     assert spread.measured == "100 MiB (99–101)"
+
+
+def test_an_allocator_without_a_judgement_leaves_the_others() -> None:
+    from generator.answers.accuracy import Accuracy, Judged
+    from generator.report.fit_page import accuracy_views
+
+    found = Accuracy("jemalloc", (Judged("m", "r", "jemalloc", 1, 100, 100, 100, 100, 0),), None)
+    assert [view.allocator for view in accuracy_views({"glibc": None, "jemalloc": found})] == ["jemalloc"]
