@@ -4,6 +4,7 @@ the rows (_runs.toml, _benchmarks.toml). Nothing else in the tool opens a measur
 import os
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import tomli_w
@@ -65,10 +66,11 @@ def read_toml(path: Path) -> dict:
     return parse_toml(read_text(path), path)
 
 
-def log_entries(path: Path, table: str) -> list:
+def log_entries(path: Path, table: str, read: Callable[[Path], dict] = read_toml) -> list:
     """A log's entries, or ResultsError naming the file where it is damaged: a damaged log is refused, as any
-    other damaged file is, never silently replaced (which would lose every entry it held)."""
-    return _entries(read_toml(path) if path.exists() else {}, path, table)
+    other damaged file is, never silently replaced (which would lose every entry it held). `read` loads it (the
+    versioned loader, where the caller has one)."""
+    return _entries(read(path) if path.exists() else {}, path, table)
 
 
 def _entries(document: dict, path: Path, table: str) -> list:
@@ -78,9 +80,9 @@ def _entries(document: dict, path: Path, table: str) -> list:
     return entries
 
 
-def append_to_log(path: Path, table: str, entry: dict) -> None:
+def append_to_log(path: Path, table: str, entry: dict, read: Callable[[Path], dict] = read_toml) -> None:
     """Append one entry to the array `table` of a log file, keeping every other table it holds (a benchmark
     file holds predict's, fit's and the sensitivity study's side by side). The file is read once; a damaged one
     is refused before anything is written."""
-    document = read_toml(path) if path.exists() else {}
+    document = read(path) if path.exists() else {}
     write_atomic(path, tomli_w.dumps({**document, table: [*_entries(document, path, table), entry]}))

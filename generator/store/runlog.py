@@ -8,11 +8,13 @@ from generator.store.files import append_to_log, log_entries
 from generator.store.layout import BENCHMARKS_FILE, RUNS_FILE
 
 
+def _read(path: Path) -> dict:
+    return documents.load(path, documents.LOG)
+
+
 def entries(path: Path, table: str) -> list:
     """A log's entries under one table, through the versioned loader ([] where there is no log yet)."""
-    if path.exists():
-        documents.load(path, documents.LOG)
-    return log_entries(path, table)
+    return log_entries(path, table, _read)
 
 
 def check_runs(folder: Path) -> None:
@@ -23,14 +25,12 @@ def check_runs(folder: Path) -> None:
 def record_run(folder: Path, entry: dict) -> Path:
     """Append one measure run's timings to the model folder's _runs.toml."""
     path = folder / RUNS_FILE
-    entries(path, "runs")
-    append_to_log(path, "runs", entry)
+    append_to_log(path, "runs", entry, _read)
     return path
 
 
 def record_benchmark(environment_folder: Path, table: str, entry: dict) -> Path:
     """Append one benchmark run to the environment's _benchmarks.toml, under its table."""
     path = environment_folder / BENCHMARKS_FILE
-    entries(path, table)
-    append_to_log(path, table, entry)
+    append_to_log(path, table, entry, _read)
     return path
