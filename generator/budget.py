@@ -5,7 +5,7 @@ its tensors (allocator and runtime overhead).
 Pure arithmetic on integers and floats: no torch, no page formatting."""
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.units import GIB
@@ -24,35 +24,6 @@ def weight_bytes(parameters: int, dtype: str) -> int:
     """P × bytes per weight."""
     return parameters * BYTES_PER_WEIGHT[dtype]
 
-
-# What a device holds beside the caching allocator's replayed segments, from documented figures until a GPU
-# measures it (`memory-budget gpu`). The CUDA context with lazy module loading (the default in PyTorch since 1.13
-# and in CUDA on Linux since 12.2): 287,047,680 bytes in the pull request that made it PyTorch's default (against
-# 666,632,192 loading every kernel eagerly).
-CUDA_CONTEXT_LAZY_BYTES = 287_047_680
-CUDA_CONTEXT_SOURCE = "pytorch/pytorch#86509"
-# cuBLAS's and cuBLASLt's workspaces, one each: 32 MiB on Hopper, the size cuBLAS's documentation recommends and
-# PyTorch uses there since pytorch/pytorch#120925 (4 MiB on smaller cards, so this errs high there).
-CUBLAS_WORKSPACE_BYTES = 32 * 2**20
-CUBLAS_WORKSPACE_SOURCE = "pytorch/pytorch#120925"
-CUDA_CONTEXT_BYTES = CUDA_CONTEXT_LAZY_BYTES + 2 * CUBLAS_WORKSPACE_BYTES
-# The CUDA caching allocator's documented constants (generator/predict/cuda_allocator.py replays them).
-CUDA_MIN_BLOCK = 512  # every request is rounded up to a multiple of this
-CUDA_SMALL_SEGMENT = 2 * 2**20  # the small pool's segments (requests up to 1 MiB)
-CUDA_LARGE_SEGMENT = 20 * 2**20  # the large pool's segment for requests under 10 MiB
-
-
-def context_allowance_source() -> str:
-    """Where the context allowance comes from, in words, with its parts."""
-    return (f"the CUDA context with lazy module loading, {CUDA_CONTEXT_LAZY_BYTES:,} bytes as measured in "
-            f"{CUDA_CONTEXT_SOURCE}, and cuBLAS's and cuBLASLt's workspaces, {CUBLAS_WORKSPACE_BYTES // 2**20} MiB "
-            f"each on Hopper as in {CUBLAS_WORKSPACE_SOURCE}; documented figures, not measured here")
-
-
-def cuda_rules() -> str:
-    """The caching allocator's rules, in words, with their constants."""
-    return (f"{CUDA_MIN_BLOCK}-byte rounding, small and large pools, {CUDA_SMALL_SEGMENT // 2**20} and "
-            f"{CUDA_LARGE_SEGMENT // 2**20} MiB segments, no merging across segments")
 
 @dataclass(frozen=True)
 class FixedCosts:
@@ -137,17 +108,3 @@ def process_model(pairs: Sequence[tuple[int, int]], source: str) -> ProcessModel
                             "fewer than three measured rows with predictions")
     return ProcessModel(proportional=line.slope - 1, fixed=line.intercept, rows=len(pairs), source=source)
 
-
-def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
-    """The largest batch b in 1..limit with peak(b) <= usable (0 when not even batch 1 fits), for a peak
-    that grows with the batch: a binary search, so that peak(b) <= usable < peak(b + 1)."""
-    if peak(1) > usable:
-        return 0
-    fits, too_big = 1, limit + 1
-    while too_big - fits > 1:
-        middle = (fits + too_big) // 2
-        if peak(middle) <= usable:
-            fits = middle
-        else:
-            too_big = middle
-    return fits

@@ -4,7 +4,7 @@ dev-log "When does fragmentation occur in the CUDA caching allocator?") and its 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.predict.cuda_allocator import MIB, CachingAllocator, replay, rounded, segment_size
+from generator.answers.cuda_allocator import MIB, CachingAllocator, replay, rounded, segment_size
 
 
 def _trace(*steps: tuple[str, int, int]) -> list[tuple[object, int, bool]]:
@@ -148,7 +148,7 @@ def _state(allocator: CachingAllocator) -> list[tuple[str, int, list[tuple[int, 
 
 
 def test_pools_and_splits_at_their_bounds() -> None:
-    from generator.predict.cuda_allocator import pool_of, worth_splitting
+    from generator.answers.cuda_allocator import pool_of, worth_splitting
 
     assert (pool_of(MIB), pool_of(MIB + 1)) == ("small", "large")
     assert (worth_splitting("small", 512), worth_splitting("small", 511)) == (True, False)

@@ -97,7 +97,7 @@ def test_the_8bit_update_is_fused_on_a_gpu() -> None:
 def test_a_predictions_gpu_figures_replay_the_gpu_programs_allocations() -> None:
     """The reserve a prediction records is the caching allocator replayed over the GPU program's storages, not
     the CPU program's (which gave every GPU answer before)."""
-    from generator.predict.cuda_allocator import replay
+    from generator.answers.cuda_allocator import replay
     from generator.predict.simulate import simulate
 
     row, source = parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL))

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL, run_cli
 
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.setups import KINDS
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.budget import ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict.fit import Predictor, fit

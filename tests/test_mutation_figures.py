@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from generator.answers import fit as fit_answers
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.fit import expected_peak
 from generator.answers.setups import KINDS
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.budget import ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import ModelError
 from generator.predict import fit as fit_search
@@ -182,13 +184,13 @@ def test_the_search_on_an_uneven_curve_and_a_long_sequence() -> None:
 
 
 def test_the_interpolation_by_hand() -> None:
-    assert fit_search._interpolate(1, 100, 11, 200, 150) == 6
-    assert fit_search._interpolate(1, 100, 11, 200, 101) == 2  # strictly above fits
-    assert fit_search._interpolate(1, 100, 11, 200, 199) == 10  # strictly below too_big
-    assert fit_search._interpolate(2, 100, 20, None, 150) == 4  # double while nothing is known too big
-    assert fit_search._interpolate(8, 100, 12, None, 150) == 10  # or the midpoint, if that is smaller
-    assert fit_search._interpolate(2, 100, 21, 100, 150) == 11  # a flat line: the midpoint, a whole batch
-    assert fit_search._interpolate(1, 100, 11, 200, 250) == 10  # past too_big's peak: still below too_big
+    assert fit_answers._interpolate(1, 100, 11, 200, 150) == 6
+    assert fit_answers._interpolate(1, 100, 11, 200, 101) == 2  # strictly above fits
+    assert fit_answers._interpolate(1, 100, 11, 200, 199) == 10  # strictly below too_big
+    assert fit_answers._interpolate(2, 100, 20, None, 150) == 4  # double while nothing is known too big
+    assert fit_answers._interpolate(8, 100, 12, None, 150) == 10  # or the midpoint, if that is smaller
+    assert fit_answers._interpolate(2, 100, 21, 100, 150) == 11  # a flat line: the midpoint, a whole batch
+    assert fit_answers._interpolate(1, 100, 11, 200, 250) == 10  # past too_big's peak: still below too_big
 
 
 def test_every_kind_answers_and_margins_come_off_the_budget() -> None:

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
+from generator.answers.fit import largest_batch
 from generator.budget import (
     ProcessModel,
     fit_line,
     fixed_costs,
-    largest_batch,
     per_token_cost,
     process_model,
     weight_bytes,

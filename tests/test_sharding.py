@@ -141,7 +141,7 @@ def test_fit_answers_each_training_setup_for_one_card_of_several() -> None:
 
 def test_the_pages_sharded_answers_follow_the_gpu_rule() -> None:
     """One card's curve, read like the GPU tables: reserve plus the context, within 80 GiB less the margin."""
-    from generator.budget import CUDA_CONTEXT_BYTES
+    from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
     from generator.report.sharded import sharded_section
     from generator.store.fit_table import Curve, FitTable
     from generator.units import GIB

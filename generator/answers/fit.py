@@ -1,9 +1,12 @@
-"""What a "will it fit?" answer is: the largest batch of a set-up within a budget, and what a budget must hold for
-a row on each target. predict searches for it (generator/predict/fit.py); report places it."""
+"""What a "will it fit?" answer is: the largest batch of a set-up within a budget, what a budget must hold for a
+row on each target, and the one search for that batch over any peak(batch): predict gives it simulated peaks
+(generator/predict/fit.py), the fit page and the sharded section give it recorded curves."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.budget import ProcessModel
 from generator.store.records import Prediction
 
 
@@ -35,3 +38,51 @@ def expected_peak(prediction: Prediction, model: ProcessModel, target: str) -> i
     """needs() for a simulated row; "gpu-expandable" reads the reserve with expandable segments."""
     reserved = prediction.cuda_expandable_bytes if target == "gpu-expandable" else prediction.cuda_reserved_bytes
     return needs(target, prediction.tensor_peak_bytes, reserved, model)
+
+
+def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
+    """The largest batch b in 1..limit with peak(b) <= usable (0 when not even batch 1 fits), for a peak that
+    grows with the batch, asking for as few peaks as it can (each may be a simulation): peaks are close to
+    linear in the batch, so the line through batches 1 and 2 proposes a batch, and the search then brackets
+    the answer, interpolating, and bisecting once after a guess that left more than half the bracket."""
+    if peak(1) > usable:
+        return 0
+    fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
+    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
+        slope = max(peak(2) - peak(1), 1)
+        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
+        fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
+        if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
+            too_big = first + 1
+    halve = False  # after a guess that left more than half the bracket, bisect once (the Illinois idea)
+    while too_big - fits > 1:
+        width = too_big - fits
+        guess = (fits + too_big) // 2 if halve else _interpolate(
+            fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
+        if peak(guess) <= usable:
+            fits = guess
+        else:
+            too_big = guess
+        halve = too_big - fits > width // 2
+    return fits
+
+
+def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | None, usable: int) -> int:
+    """The next batch to try, strictly between the two: where the line through the known peaks meets the
+    budget, when there is such a line, else the midpoint (or double, while no batch is known not to fit)."""
+    if too_big_peak is not None and too_big_peak > fits_peak:
+        guess = fits + (usable - fits_peak) * (too_big - fits) // (too_big_peak - fits_peak)
+    else:
+        guess = min(fits * 2, (fits + too_big) // 2) if too_big_peak is None else (fits + too_big) // 2
+    return min(max(guess, fits + 1), too_big - 1)
+
+
+def answer_within(kind: str, row: str, peak: Callable[[int], int], usable: int, limit: int,
+                  **context: str | int) -> FitAnswer:
+    """The answer for one set-up: the largest batch, its row (``row`` with {b} to fill) and the peaks either
+    side of the edge (at batch 1 when nothing fits); ``context`` fills the answer's other fields."""
+    batch = largest_batch(peak, usable, limit)
+    shown = max(batch, 1)
+    following = peak(batch + 1) if batch < limit else 0
+    return FitAnswer(kind=kind, row=row.format(b=shown), batch=batch, predicted_bytes=peak(shown),
+                     next_bytes=following, usable_bytes=usable, **{"simulations": 0, **context})  # type: ignore[arg-type]

@@ -3,12 +3,12 @@
 - ``simulate``: one row's tensor memory; ``rows``: the `predict` command's rows, rendering and --record.
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.
 - ``benchmark``: predict's own speed and memory, recorded.
-- ``cuda_allocator``: the CUDA caching allocator replayed over a simulation's allocations; ``sharding``: one
-  card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the real run does it.
+- ``sharding``: one card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the
+  real run does it. The CUDA caching allocator it replays lives in the answers stage (answers/cuda_allocator.py).
 - ``cuda_program``: what CUDA runs where it differs from the CPU (SDPA's backend, autocast's lists, the fused
   8-bit update), for GPU figures; ``programs``: the two programs' tensor peaks side by side.
 - ``curves``: the site's simulated curves; ``parallel``: simulations side by side; ``history``: tensor peaks
   under the installed release.
 
-It imports measure (for the environment), the store and the core; never report. It simulates and
+It imports measure (for the environment), answers, the store and the core; never report. It simulates and
 never runs a measurement of its own: `refresh`, which probes and measures too, is the command line's."""

@@ -1,16 +1,18 @@
 """`fit`: the largest batch that fits a memory budget, by simulation, for each way of running a model.
 
-Predicted memory is close to linear in the batch (fixed costs plus a per-sequence cost), so two simulations
-place a line, the line proposes a batch, and a few more simulations confirm it: the answer's prediction is
-within the usable budget and the next batch's is not. The usable budget is the budget less a safety margin
+Predicted memory is close to linear in the batch (fixed costs plus a per-sequence cost), so the answers' search
+(generator/answers/fit.py) asks for few simulations: the answer's prediction is within the usable budget and the
+next batch's is not. The usable budget is the budget less a safety margin
 for what the simulation does not see (the allocator's fragmentation, a GPU's context and workspaces)."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from generator.answers.fit import FitAnswer, expected_peak
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.fit import FitAnswer, answer_within, expected_peak
 from generator.answers.setups import KINDS, row_template
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
@@ -65,50 +67,13 @@ class Predictor:
 
 
 def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
-    """Search the largest batch whose prediction is within the usable budget."""
-    template, limit = predictor.template(kind), batch_limit(seq_len)
-    before = len(predictor.cache)
-
-    def peak(batch: int) -> int:
-        return predictor.peak(template.format(b=batch, s=seq_len))
-
-    def answer(batch: int) -> FitAnswer:
-        shown = max(batch, 1)
-        following = peak(batch + 1) if batch < limit else 0
-        return FitAnswer(kind=kind, row=template.format(b=shown, s=seq_len), batch=batch,
-                         predicted_bytes=peak(shown), next_bytes=following, usable_bytes=usable,
-                         simulations=len(predictor.cache) - before, parameters=predictor.parameters)
-
-    if peak(1) > usable:
-        return answer(0)
-    fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
-    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
-        slope = max(peak(2) - peak(1), 1)
-        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
-        fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
-        if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
-            too_big = first + 1
-    halve = False  # after a guess that left more than half the bracket, bisect once (the Illinois idea)
-    while too_big - fits > 1:
-        width = too_big - fits
-        guess = (fits + too_big) // 2 if halve else _interpolate(
-            fits, peak(fits), too_big, peak(too_big) if too_big <= limit else None, usable)
-        if peak(guess) <= usable:
-            fits = guess
-        else:
-            too_big = guess
-        halve = too_big - fits > width // 2
-    return answer(fits)
-
-
-def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | None, usable: int) -> int:
-    """The next batch to try, strictly between the two: where the line through the known peaks meets the
-    budget, when there is such a line, else the midpoint (or double, while no batch is known not to fit)."""
-    if too_big_peak is not None and too_big_peak > fits_peak:
-        guess = fits + (usable - fits_peak) * (too_big - fits) // (too_big_peak - fits_peak)
-    else:
-        guess = min(fits * 2, (fits + too_big) // 2) if too_big_peak is None else (fits + too_big) // 2
-    return min(max(guess, fits + 1), too_big - 1)
+    """The largest batch of a set-up whose simulated prediction is within the usable budget, by the answers'
+    one search (generator/answers/fit.py), with how many simulations it took."""
+    template, before = predictor.template(kind), len(predictor.cache)
+    found = answer_within(kind, template.format(b="{b}", s=seq_len),
+                          lambda batch: predictor.peak(template.format(b=batch, s=seq_len)), usable,
+                          batch_limit(seq_len))
+    return replace(found, simulations=len(predictor.cache) - before, parameters=predictor.parameters)
 
 
 def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:

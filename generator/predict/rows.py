@@ -8,7 +8,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment

@@ -12,11 +12,11 @@ import time
 import weakref
 from typing import Any
 
+from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
-from generator.predict.cuda_allocator import replay
 from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
 from generator.predict.fake_friendly import (
     bitsandbytes_cpu_updates,
@@ -43,7 +43,7 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
           "CUDA's program for GPU figures")
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
-SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.cuda_allocator", "generator.steps",
+SIMULATOR_MODULES = ("generator.predict.simulate", "generator.answers.cuda_allocator", "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"

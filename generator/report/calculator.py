@@ -2,7 +2,7 @@
 plain JavaScript (templates/calculator.js) that answer any card or budget in the reader's browser, offline.
 
 It reads the curves by the same chord and the same largest-batch search as the tables (generator/store/
-fit_table.py, generator/budget.py), with the same margins, process model and CUDA context allowance, so its
+fit_table.py, generator/answers/fit.py), with the same margins, process model and CUDA context allowance, so its
 answer for a budget the tables list is the table's cell; the browser test checks it over a grid of choices
 against this module's Python answers. Integers travel as decimal strings, which the script reads as BigInt."""
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.setups import RECIPES
-from generator.budget import CUDA_CONTEXT_BYTES, ProcessModel
+from generator.budget import ProcessModel
 from generator.matrix import batch_limit
 from generator.store.fit_table import FitTable
 

@@ -3,10 +3,10 @@ fixed costs (with its simulated rows from `fit --record`), and what processes he
 
 from dataclasses import dataclass
 
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.budget import (
     ADAMW_STATES,
     BYTES_PER_WEIGHT,
-    CUDA_CONTEXT_BYTES,
     EXAMPLE_BYTES_PER_WEIGHT,
     EXAMPLE_CARD_BYTES,
     EXAMPLE_PARAMETERS,
@@ -54,7 +54,6 @@ class SimulatedLine:
     """A simulated row of the worked example's config, against the card."""
 
     task: str
-    row: str
     shape: str  # "batch 8 × 2,048"
     need: Figure  # the simulated CUDA reserve plus the context allowance, GiB
     fits: bool  # within the card less the site's margin, as every GPU answer is judged
@@ -155,6 +154,6 @@ def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
         shape = f"batch {row.batch_size} × {row.seq_len:,}" + (
             f" + {row.new_tokens} new tokens (KV cache)" if row.new_tokens else "")
         precision = "bf16" if row.dtype == "bfloat16" else "fp32 with bf16 autocast" if row.amp else "fp32"
-        lines.append(SimulatedLine(task=item.task, row=item.row, shape=shape, precision=precision,
+        lines.append(SimulatedLine(task=item.task, shape=shape, precision=precision,
                                    need=Figure(need, format_gib(need)), fits=need <= usable))
     return tuple(lines)

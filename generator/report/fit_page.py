@@ -8,15 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
-from generator.answers.fit import FitAnswer, needs
-from generator.budget import (
-    CUDA_CONTEXT_BYTES,
-    EXAMPLE_CARD_BYTES,
-    ProcessModel,
-    context_allowance_source,
-    cuda_rules,
-    largest_batch,
-)
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES, context_allowance_source, cuda_rules
+from generator.answers.fit import FitAnswer, answer_within, needs
+from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
@@ -220,12 +214,8 @@ def site_answers(table: FitTable, process: ProcessModel,
         for budget in budgets:
             peak = _peak(curve, budget, process)
             usable = round(budget.n_bytes * (1 - budget.margin))
-            batch = largest_batch(peak, usable, limit)
-            shown = max(batch, 1)
-            answers.append((budget, FitAnswer(
-                kind=curve.kind, row=curve.row.format(b=shown), batch=batch, predicted_bytes=peak(shown),
-                next_bytes=peak(batch + 1) if batch < limit else 0, usable_bytes=usable, simulations=0,
-                model=curve.model, parameters=curve.parameters, budget_bytes=budget.n_bytes)))
+            answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, model=curve.model,
+                                                  parameters=curve.parameters, budget_bytes=budget.n_bytes)))
     return answers
 
 

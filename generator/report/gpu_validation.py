@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.budget import CUDA_CONTEXT_BYTES
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.matrix import Mode
 from generator.store import gpu_context, layout
 from generator.store.catalog import Catalog

@@ -5,9 +5,9 @@ stated margin."""
 
 from dataclasses import dataclass
 
-from generator.answers.fit import FitAnswer
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.fit import FitAnswer, answer_within
 from generator.answers.setups import SHARDING_NAMES
-from generator.budget import CUDA_CONTEXT_BYTES, largest_batch
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_page import SITE_MARGIN, cell
 from generator.store.fit_table import Curve, FitTable
@@ -44,11 +44,8 @@ def _answer(curve: Curve, seq_len: int) -> FitAnswer:
         return curve.cuda_at(batch) + CUDA_CONTEXT_BYTES
 
     usable, limit = round(CARD_BYTES * (1 - SITE_MARGIN)), batch_limit(seq_len)
-    batch = largest_batch(peak, usable, limit)
-    shown = max(batch, 1)
-    return FitAnswer(kind=curve.kind, row=curve.row.format(b=shown), batch=batch, predicted_bytes=peak(shown),
-                     next_bytes=peak(batch + 1) if batch < limit else 0, usable_bytes=usable, simulations=0,
-                     model=curve.model, parameters=curve.parameters, budget_bytes=CARD_BYTES)
+    return answer_within(curve.kind, curve.row, peak, usable, limit, model=curve.model, parameters=curve.parameters,
+                         budget_bytes=CARD_BYTES)
 
 
 def sharded_section(table: FitTable | None) -> ShardedSection | None:

@@ -20,15 +20,41 @@ differently on a GPU, or the CUDA context, which the caller adds as a stated all
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
-from generator.budget import CUDA_LARGE_SEGMENT, CUDA_MIN_BLOCK, CUDA_SMALL_SEGMENT
-
 MIB = 1 << 20
-MIN_BLOCK = CUDA_MIN_BLOCK
+# The caching allocator's documented constants.
+MIN_BLOCK = 512  # every request is rounded up to a multiple of this
 SMALL_SIZE = MIB  # the largest request the small pool serves
-SMALL_BUFFER = CUDA_SMALL_SEGMENT  # a small-pool segment
+SMALL_BUFFER = 2 * MIB  # a small-pool segment
 MIN_LARGE_ALLOC = 10 * MIB  # below this, a large request gets a 20 MiB segment
-LARGE_BUFFER = CUDA_LARGE_SEGMENT
+LARGE_BUFFER = 20 * MIB  # the large pool's segment for requests under MIN_LARGE_ALLOC
 ROUND_LARGE = 2 * MIB
+
+# What a device holds beside the caching allocator's replayed segments, from documented figures until a GPU
+# measures it (`memory-budget gpu`). The CUDA context with lazy module loading (the default in PyTorch since 1.13
+# and in CUDA on Linux since 12.2): 287,047,680 bytes in the pull request that made it PyTorch's default (against
+# 666,632,192 loading every kernel eagerly).
+CUDA_CONTEXT_LAZY_BYTES = 287_047_680
+CUDA_CONTEXT_SOURCE = "pytorch/pytorch#86509"
+# cuBLAS's and cuBLASLt's workspaces, one each: 32 MiB on Hopper, the size cuBLAS's documentation recommends and
+# PyTorch uses there since pytorch/pytorch#120925 (4 MiB on smaller cards, so this errs high there).
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20
+CUBLAS_WORKSPACE_SOURCE = "pytorch/pytorch#120925"
+CUDA_CONTEXT_BYTES = CUDA_CONTEXT_LAZY_BYTES + 2 * CUBLAS_WORKSPACE_BYTES
+
+
+def context_allowance_source() -> str:
+    """Where the context allowance comes from, in words, with its parts."""
+    return (f"the CUDA context with lazy module loading, {CUDA_CONTEXT_LAZY_BYTES:,} bytes as measured in "
+            f"{CUDA_CONTEXT_SOURCE}, and cuBLAS's and cuBLASLt's workspaces, {CUBLAS_WORKSPACE_BYTES // 2**20} MiB "
+            f"each on Hopper as in {CUBLAS_WORKSPACE_SOURCE}; documented figures, not measured here")
+
+
+def cuda_rules() -> str:
+    """The caching allocator's rules, in words, with their constants."""
+    return (f"{MIN_BLOCK}-byte rounding, small and large pools, {SMALL_BUFFER // 2**20} and "
+            f"{LARGE_BUFFER // 2**20} MiB segments, no merging across segments")
+
+
 PAGE = {"small": SMALL_BUFFER, "large": LARGE_BUFFER}  # expandable segments map pages of these sizes
 
 
