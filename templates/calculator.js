@@ -1,6 +1,6 @@
 // The fit page's calculator (generator/report/calculator.py): the tables' rules, in the reader's browser.
 // Bytes are BigInt, so that the chord and the search are the integer arithmetic of generator/store/fit_table.py
-// and generator/budget.py; the two products Python does in floating point (the process model, the margin) are
+// and generator/answers/fit.py; the two products Python does in floating point (the process model, the margin) are
 // the same IEEE operations here, rounded half to even as Python's round() does.
 (function () {
   "use strict";
@@ -32,12 +32,33 @@
       return BigInt(roundHalfEven(Number(chord(batches, tensor, batch)) * (1 + data.proportional) + data.fixed));
     };
   }
-  function largestBatch(peak, usable, limit) {  // generator/budget.py largest_batch
+  function big(a, b) { return a > b ? a : b; }
+  function small(a, b) { return a < b ? a : b; }
+  function interpolate(fits, fitsPeak, tooBig, tooBigPeak, usable) {  // generator/answers/fit.py _interpolate
+    var guess;
+    if (tooBigPeak !== null && tooBigPeak > fitsPeak) {
+      guess = fits + floorDiv((usable - fitsPeak) * (tooBig - fits), tooBigPeak - fitsPeak);
+    } else {
+      guess = tooBigPeak === null ? small(fits * 2n, floorDiv(fits + tooBig, 2n)) : floorDiv(fits + tooBig, 2n);
+    }
+    return small(big(guess, fits + 1n), tooBig - 1n);
+  }
+  function largestBatch(peak, usable, limit) {  // generator/answers/fit.py largest_batch, step for step
     if (peak(1n) > usable) { return 0n; }
     var fits = 1n, tooBig = limit + 1n;
+    if (limit >= 2n) {
+      var slope = big(peak(2n) - peak(1n), 1n);
+      var first = small(big(1n + floorDiv(usable - peak(1n), slope), 2n), limit);
+      if (peak(first) <= usable) { fits = first; } else { tooBig = first; }
+      if (fits === first && first < limit && peak(first + 1n) > usable) { tooBig = first + 1n; }
+    }
+    var halve = false;
     while (tooBig - fits > 1n) {
-      var middle = (fits + tooBig) / 2n;
-      if (peak(middle) <= usable) { fits = middle; } else { tooBig = middle; }
+      var width = tooBig - fits;
+      var guess = halve ? floorDiv(fits + tooBig, 2n)
+        : interpolate(fits, peak(fits), tooBig, tooBig <= limit ? peak(tooBig) : null, usable);
+      if (peak(guess) <= usable) { fits = guess; } else { tooBig = guess; }
+      halve = tooBig - fits > floorDiv(width, 2n);
     }
     return fits;
   }
