@@ -2,7 +2,7 @@
 messages, the part of a row id it writes and reads, its phrase in a row's label, and how it scales a step's
 time. RowSpec.id, parse_row (generator/matrix.py), the article's row labels (generator/report/views.py) and
 the time estimate (generator/measure/estimate.py) all read this one table, so a new coordinate is a RowSpec
-field, one entry here, and its behaviour in generator/steps.py.
+field, one entry here, and its behaviour in generator/steps.py (the result files follow: ``later``).
 
 The allocator goes last in an id and is read from its end (its names hold '-'), so it is declared with the
 other coordinates but parsed apart."""
@@ -46,6 +46,9 @@ class Coordinate:
     label: Callable[[Any, str], str] = lambda row, lora_targets: ""  # its phrase in a row's label, "" for none
     time_factor: float = 1.0  # a step's time, when it is set, against plain training
     values: tuple[str, ...] = ()  # the values a result file's row may hold, where the coordinate names them
+    # Declared after result files were first written: (field, default) pairs a row file leaves out where they
+    # hold their default, so a row without the coordinate writes the file it wrote before (store/codec.py).
+    later: tuple[tuple[str, object], ...] = ()
 
 
 def _flag(field: str, token: str, name: str, label: str, time_factor: float = 1.0) -> Coordinate:
@@ -63,11 +66,13 @@ def _number(field: str, prefix: str, name: str, grammar: str) -> Coordinate:
                       else "", parse)
 
 
-def _named(field: str, names: dict[str, str], tokens: dict[str, str], default: str, name: str) -> Coordinate:
+def _named(field: str, names: dict[str, str], tokens: dict[str, str], default: str, name: str,
+           later: bool = False) -> Coordinate:
     return Coordinate(field, name, tuple(names), lambda row: tokens[getattr(row, field)]
                       if getattr(row, field) != default else "",
                       lambda part: {field: names[part]} if part in names else None,
-                      values=tuple(dict.fromkeys((default, *names.values()))))
+                      values=tuple(dict.fromkeys((default, *names.values()))),
+                      later=((field, default),) if later else ())
 
 
 def _lora(part: str) -> dict[str, object] | None:
@@ -121,12 +126,13 @@ COORDINATES = (  # in the order a row id spells them, after its mode
                lambda row, _: f"{row.dtype} weights and AdamW state" if row.dtype != "float32" else "",
                values=tuple(DTYPES.values())),
     _named("quantization", QUANTIZATIONS, {name: token for token, name in QUANTIZATIONS.items()}, "",
-           "quantization"),
+           "quantization", later=True),
     Coordinate("lora_rank", "LoRA rank", ("lora<r>",), lambda row: f"lora{row.lora_rank}" if row.lora_rank else "",
                _lora, _lora_label, time_factor=0.75),
-    _named("optimizer", OPTIMIZERS, OPTIMIZER_TOKENS, DEFAULT_OPTIMIZER, "optimizer"),
+    _named("optimizer", OPTIMIZERS, OPTIMIZER_TOKENS, DEFAULT_OPTIMIZER, "optimizer", later=True),
     Coordinate("sharding", "sharding", (f"<sharding>x<gpus> ({', '.join(SHARDED_KINDS)})",),
-               lambda row: sharding_token(row.sharding, row.gpus) if row.sharding else "", _sharding),
+               lambda row: sharding_token(row.sharding, row.gpus) if row.sharding else "", _sharding,
+               later=(("sharding", ""), ("gpus", 1))),
     Coordinate("memory_limit_bytes", "memory cap", ("cap<size>",),
                lambda row: cap_token(row.memory_limit_bytes) if row.memory_limit_bytes else "", _cap,
                lambda row, _: f"capped at {format_mib(row.memory_limit_bytes)}" if row.memory_limit_bytes else ""),
@@ -135,6 +141,10 @@ COORDINATES = (  # in the order a row id spells them, after its mode
                lambda row, _: f"under {row.allocator}" if row.allocator != DEFAULT_ALLOCATOR else ""),
 )
 NAMES = {"gpus": "sharding", **{coordinate.field: coordinate.name for coordinate in COORDINATES}}
+
+
+# What result files written before a coordinate existed leave out, with its default
+LATER_FIELDS = {field: default for coordinate in COORDINATES for field, default in coordinate.later}
 
 
 def parse_part(part: str) -> dict[str, object] | None:

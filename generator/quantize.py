@@ -7,6 +7,9 @@
   layers built from it are quantized in place, one at a time.
 - ``adam8``: bitsandbytes' ``AdamW8bit``, whose two moments are stored in one byte an element with fp32 block
   scales (parameters under 4,096 elements keep fp32 moments, as bitsandbytes decides).
+- For the simulator (generator/predict/simulate.py), what bitsandbytes does that fake tensors cannot take, done
+  as the real run does it: ``bitsandbytes_fake_friendly`` and ``bitsandbytes_cpu_updates``. A bitsandbytes
+  set-up's behaviour, real and simulated, is all in this file.
 
 bitsandbytes is imported only by rows that use it, but peft imports it wherever it is installed, and
 bitsandbytes then logs a note about optional CPU kernels from the hub on every import. That note is not the
@@ -16,7 +19,10 @@ peft) keeps bitsandbytes' log at errors."""
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generator.matrix import RowSpec
 
 logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
 
@@ -25,6 +31,11 @@ NF4_BLOCKSIZE = 64
 SKIPPED_MODULES = ("lm_head",)  # the output head stays in the model's dtype (transformers' get_keys_to_not_convert)
 LEARNING_RATE = 1e-4
 DEFERRED_BOUND = 0.02 * 3**0.5  # a deferred weight's uniform draw: the usual initializer range's standard deviation
+
+
+def uses_bitsandbytes(row: "RowSpec") -> bool:
+    """Whether a row runs bitsandbytes: a 4-bit base, or its 8-bit AdamW."""
+    return bool(row.quantization) or row.optimizer == "adamw8bit"
 
 
 def import_bitsandbytes() -> Any:
@@ -151,3 +162,81 @@ def parameter_count(parameter: Any) -> int:
     quantization state keeps the shape it was quantized from."""
     state = getattr(parameter, "quant_state", None)
     return state.shape.numel() if state is not None else parameter.numel()
+
+
+@contextlib.contextmanager
+def bitsandbytes_fake_friendly(row: "RowSpec", fake: Any) -> Iterator[None]:
+    """Two things bitsandbytes does cannot be done on fake tensors; for rows that use it, each is done as the
+    real run does it, with the same storages:
+
+    - Params4bit is a Parameter subclass made by Tensor._make_subclass, which a fake tensor cannot take. A
+      Params4bit of a fake tensor is made as nn.Parameter makes a parameter of one: the tensor itself, marked
+      as a parameter, carrying Params4bit's attributes and the packed storage the real layer holds.
+    - The 8-bit quantization maps are computed from values (``create_dynamic_map`` reads them back as Python
+      numbers). Each is computed for real, then handed over as a fake tensor of the same 256 floats.
+
+    bitsandbytes' own map cache is restored afterwards, so no fake tensor outlives the simulation."""
+    if not uses_bitsandbytes(row):
+        yield
+        return
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    bnb = import_bitsandbytes()
+    params4bit, functional = bnb.nn.Params4bit, bnb.functional
+    originals = (params4bit.__dict__["__new__"], functional.create_dynamic_map, dict(functional.name2qmap))
+
+    def fake_friendly(cls: type, data: Any = None, requires_grad: bool = False, **attributes: Any) -> Any:
+        if not isinstance(data, FakeTensor):
+            return originals[0].__get__(None, cls)(cls, data, requires_grad, **attributes)
+        tensor = data.detach().requires_grad_(requires_grad)
+        tensor._is_param = True
+        defaults = {"quant_state": None, "blocksize": 64, "compress_statistics": True, "quant_type": "fp4",
+                    "quant_storage": data.dtype, "module": None, "bnb_quantized": False}
+        for name, default in defaults.items():
+            setattr(tensor, name, attributes.get(name, default))
+        return tensor
+
+    def dynamic_map(*args: Any, **kwargs: Any) -> Any:
+        with _disable_current_modes():
+            real = originals[1](*args, **kwargs)
+        return fake.from_tensor(real)
+
+    params4bit.__new__, functional.create_dynamic_map = fake_friendly, dynamic_map
+    functional.name2qmap.clear()
+    try:
+        yield
+    finally:
+        params4bit.__new__, functional.create_dynamic_map = originals[:2]
+        functional.name2qmap.clear()
+        functional.name2qmap.update(originals[2])
+
+
+@contextlib.contextmanager
+def bitsandbytes_cpu_updates(row: "RowSpec") -> Iterator[None]:
+    """bitsandbytes' optimizer updates on the CPU are Python (backends/cpu/ops.py): each dequantizes the two
+    moments of one parameter to fp32, updates them beside an fp32 copy of the gradient (and of the weight, for a
+    16-bit one), and quantizes them again. Called through the operator, those temporaries run inside it, where a
+    dispatch mode sees none of them; an 8-bit row on Qwen2-0.5B held 2.3 GiB more than its tensors for them.
+    For 8-bit AdamW rows the operators are called as their CPU kernels directly, so every temporary is an
+    operator of its own, on real tensors and on fake ones alike. CUDA's kernels are fused and hold none of it:
+    on a GPU this part of an 8-bit row's answer is the CPU's program, and errs on the safe side."""
+    if row.optimizer != "adamw8bit":
+        yield
+        return
+    import torch
+
+    import_bitsandbytes()
+    from bitsandbytes.backends.cpu import ops as cpu
+
+    namespace = torch.ops.bitsandbytes
+    kernels = {"optimizer_update_8bit_blockwise": cpu._optimizer_update_8bit_blockwise_cpu,
+               "optimizer_update_32bit": cpu._optimizer_update_32bit_cpu}
+    originals = {name: getattr(namespace, name) for name in kernels}
+    for name, kernel in kernels.items():
+        setattr(namespace, name, kernel)
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(namespace, name, original)

@@ -90,13 +90,26 @@ def make_optimizer(row: RowSpec, parameters: list[Any]) -> Any:
     return torch.optim.AdamW(parameters, lr=LEARNING_RATE)
 
 
+def build_context(row: RowSpec, random_init: bool) -> Any:
+    """What the worker builds a row's model in: for a 4-bit base made from a config, its linear weights are
+    deferred, so that the full-precision model never exists at once (generator/quantize.py)."""
+    import contextlib
+
+    from generator.quantize import linear_weights_deferred
+
+    return linear_weights_deferred() if row.quantization and random_init else contextlib.nullcontext()
+
+
 def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[str, ...] = ()) -> Prepared:
-    """A 4-bit base, gradient checkpointing, LoRA, train or eval mode, the optimizer and a batch of random
-    tokens."""
+    """A 4-bit base (quantized where it was built, on the CPU), the move to the device, gradient
+    checkpointing, LoRA, train or eval mode, the optimizer and a batch of random tokens."""
     import torch
 
     from generator.quantize import quantize_nf4
 
+    if row.quantization == "nf4":
+        model = quantize_nf4(model)
+    model = model.to(device)
     model.config.use_cache = False
     if getattr(model, "loss_type", "") is None:  # transformers 5 would log that it picks this default itself
         model.loss_type = "ForCausalLM"
@@ -105,8 +118,6 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
     if row.mode != Mode.TRAIN:
         model.eval()
     else:
-        if row.quantization == "nf4":  # quantized where it was built (on the CPU), then moved
-            model = quantize_nf4(model).to(device)
         if row.gradient_checkpointing:
             enable_checkpointing(model)
         if row.lora_rank:

@@ -10,7 +10,6 @@ if the child dies) and hands its figures back in its result file (generator/meas
 stderr go to a log file; nothing is parsed from them.
 """
 
-import contextlib
 import os
 import signal
 import sys
@@ -108,8 +107,8 @@ def run(worker: Worker) -> None:
     from generator.matrix import RowSpec
     from generator.measure.allocator import check_in_effect
     from generator.model_source import RANDOM_INIT, ModelSource, build_model, import_model_code
-    from generator.quantize import linear_weights_deferred, parameter_count
-    from generator.steps import prepare, run_steps
+    from generator.quantize import parameter_count
+    from generator.steps import build_context, prepare, run_steps
 
     row = RowSpec(**worker.job["row"])
     worker.figures["allocator_settings"] = check_in_effect(row.allocator)
@@ -124,10 +123,8 @@ def run(worker: Worker) -> None:
     worker.enter("load")
     started = time.perf_counter()
     torch.manual_seed(0)
-    deferred = row.quantization and source.kind == RANDOM_INIT  # a 4-bit base is quantized as it is made
-    with linear_weights_deferred() if deferred else contextlib.nullcontext():
+    with build_context(row, random_init=source.kind == RANDOM_INIT):
         model = build_model(source, getattr(torch, row.dtype))
-    model = model if row.quantization else model.to(worker.job["device"])  # prepare() moves a 4-bit base
     prepared = prepare(model, row, worker.job["device"], tuple(source.lora_targets))
     worker.figures["load_seconds"] = time.perf_counter() - started
     worker.figures["parameters"] = sum(parameter_count(p) for p in prepared.model.parameters())

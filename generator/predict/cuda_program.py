@@ -21,7 +21,7 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    forward that gradient checkpointing recomputes in backward gets the CPU's lists: no function mode is on
    there. No set-up the site answers combines the two.)
 3. **bitsandbytes' 8-bit optimizer update** is CUDA's fused kernel, in place, with none of the CPU update's
-   fp32 temporaries (generator/predict/fake_friendly.py ``bitsandbytes_cpu_updates`` is the CPU's program)."""
+   fp32 temporaries (generator/quantize.py ``bitsandbytes_cpu_updates`` is the CPU's program)."""
 
 import contextlib
 from collections import Counter

@@ -18,16 +18,17 @@ from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
-from generator.predict.fake_friendly import (
-    bitsandbytes_cpu_updates,
-    bitsandbytes_fake_friendly,
-    experts_fake_friendly,
-    modules_stay_put,
-    sequences_unpacked,
-)
+from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card, share, whole_units
-from generator.quantize import import_bitsandbytes, parameter_count, quantization_tensors
+from generator.quantize import (
+    bitsandbytes_cpu_updates,
+    bitsandbytes_fake_friendly,
+    import_bitsandbytes,
+    parameter_count,
+    quantization_tensors,
+    uses_bitsandbytes,
+)
 from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
 from generator.store.records import Prediction
@@ -225,7 +226,7 @@ def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
     import transformers
 
     libraries = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
-    if row.quantization or row.optimizer == "adamw8bit":
+    if uses_bitsandbytes(row):
         libraries += f", bitsandbytes {import_bitsandbytes().__version__}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
                          libraries=libraries,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from generator.answers.accuracy import WITHIN, judged_rows
 from generator.matrix import DEFAULT_OPTIMIZER, RowSpec
+from generator.quantize import uses_bitsandbytes
 from generator.report.views import Figure, Part, figure
 from generator.store.records import RowResult
 from generator.units import format_mib, signed_percent
@@ -99,11 +100,11 @@ def split(result: RowResult) -> tuple[tuple[Part, int], ...]:
 
 def _rows(results: list[RowResult]) -> list[LowBitRow]:
     finished = {(r.model.name, r.row): r for r in results if r.finished}
-    allocators = {r.row.allocator for r in finished.values() if r.row.quantization or r.row.optimizer != "adamw"}
+    allocators = {r.row.allocator for r in finished.values() if uses_bitsandbytes(r.row)}
     judged = {(j.model, j.row): j for a in sorted(allocators) for j in judged_rows(results, a)}
     out = []
     for (model, row), result in sorted(finished.items(), key=lambda item: (item[0][0], item[0][1].id)):
-        if not (row.quantization or row.optimizer != DEFAULT_OPTIMIZER):
+        if not uses_bitsandbytes(row):
             continue
         change, plain = _without(row)
         other = finished.get((model, plain))

@@ -12,10 +12,9 @@ from typing import TypeVar
 
 import tomli_w
 
-from generator.coordinates import COORDINATES
+from generator.coordinates import COORDINATES, LATER_FIELDS
 from generator.matrix import (
     ALLOCATORS,
-    DEFAULT_OPTIMIZER,
     DTYPES,
     MODES,
     Mode,
@@ -71,7 +70,7 @@ def to_toml(result: RowResult) -> str:
 
 # Coordinates and figures added after files were first written, left out where they hold their default, so
 # that a row without them writes the file it wrote before they existed (and reads back the same).
-LATER_ROW_KEYS = {"quantization": "", "optimizer": DEFAULT_OPTIMIZER, "sharding": "", "gpus": 1}
+LATER_ROW_KEYS = LATER_FIELDS  # declared with each coordinate (generator/coordinates.py)
 LATER_PREDICTION_KEYS = {"quantization_bytes": 0, "cuda_tensor_peak_bytes": 0, "cuda_phase": ""}
 
 
