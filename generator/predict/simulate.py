@@ -9,7 +9,7 @@ buffers, the token batch and AdamW's scalar step counters count with activations
 
 import contextlib
 import time
-import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from generator.answers.cuda_allocator import replay
@@ -17,10 +17,12 @@ from generator.escaping import one_line_error
 from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
+from generator.predict import depth
 from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card, share, whole_units
+from generator.predict.tracker import StorageTracker
 from generator.quantize import (
     bitsandbytes_cpu_updates,
     bitsandbytes_fake_friendly,
@@ -34,7 +36,6 @@ from generator.store import simulations
 from generator.store.records import Prediction
 from generator.store.simulations import SimulationKey
 
-CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 # The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
 # made. "the real run's mask path": since sequences_unpacked (before it, GQA models were overcounted).
 # "generate()'s last-position logits": since generation keeps one position of the prompt's logits, as generate()
@@ -46,84 +47,12 @@ METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, gener
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
 SIMULATOR_MODULES = ("generator.predict.simulate", "generator.answers.cuda_allocator", "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
-                     "generator.model_source", "generator.quantize", "generator.predict.sharding")
+                     "generator.model_source", "generator.quantize", "generator.predict.sharding",
+                     "generator.predict.tracker", "generator.predict.depth")
+DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
+FIRST_LAYERS = (1, 2)
+WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
-
-
-class StorageTracker:
-    """Bytes of live tensor storage, by category and phase. Its dispatch mode is made by ``mode()``."""
-
-    def __init__(self) -> None:
-        self.sizes: dict[int, int] = {}
-        self.kinds: dict[int, str] = {}
-        self.totals = dict.fromkeys(CATEGORIES, 0)
-        self.total = self.peak = self.phase_max = 0
-        self.peak_split = dict(self.totals)
-        self.phase = self.peak_phase = "load"
-        self.phase_peaks: dict[str, int] = {}
-        self.events: list[tuple[object, int, bool]] = []  # (storage, bytes, made or freed), for allocator models
-        self.event_kinds: dict[int, str] = {}  # a made event's index -> what its storage turned out to be
-        self.made_at: dict[int, int] = {}  # a live storage -> the index of its made event
-        self.phase_marks: list[tuple[int, str]] = []  # (index of the next event, phase entered), for replays
-
-    def track(self, tensor: Any, kind: str = "activations") -> None:
-        """Count a tensor's storage once, from now until it is freed."""
-        storage = tensor.untyped_storage()
-        key = id(storage)
-        if key in self.sizes:
-            return
-        self.sizes[key], self.kinds[key] = storage.nbytes(), kind
-        self.made_at[key], self.event_kinds[len(self.events)] = len(self.events), kind
-        self.events.append((key, self.sizes[key], True))
-        self.totals[kind] += self.sizes[key]
-        self.total += self.sizes[key]
-        weakref.finalize(storage, self._free, key)
-        if self.total > self.phase_max:
-            self.phase_max = self.total
-        if self.total > self.peak:
-            self.peak, self.peak_split, self.peak_phase = self.total, dict(self.totals), self.phase
-
-    def classify(self, tensor: Any, kind: str) -> None:
-        """Say what a live tensor is (a gradient, optimizer state, a weight)."""
-        self.track(tensor, kind)
-        key = id(tensor.untyped_storage())
-        self.totals[self.kinds[key]] -= self.sizes[key]
-        self.kinds[key] = self.event_kinds[self.made_at[key]] = kind
-        self.totals[kind] += self.sizes[key]
-
-    def _free(self, key: int) -> None:
-        size = self.sizes.pop(key)
-        del self.made_at[key]
-        self.events.append((key, size, False))
-        self.totals[self.kinds.pop(key)] -= size
-        self.total -= size
-
-    def enter(self, phase: str) -> None:
-        """The phase callback of generator/steps.py: close the phase that ended, start the next."""
-        self.phase_peaks[self.phase] = self.phase_max
-        self.phase, self.phase_max = phase, self.total
-        self.phase_marks.append((len(self.events), phase))
-
-    def finish(self) -> None:
-        """Close the last phase."""
-        self.phase_peaks[self.phase] = self.phase_max
-
-    def mode(self) -> Any:
-        """A TorchDispatchMode that tracks the storage of every tensor an operator returns."""
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_leaves
-
-        tracker = self
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                for leaf in tree_leaves(out):
-                    if hasattr(leaf, "untyped_storage"):
-                        tracker.track(leaf)
-                return out
-
-        return _Mode()
 
 
 def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
@@ -149,10 +78,24 @@ def _has_experts(model: Any) -> bool:
     return any(hasattr(module, "num_experts") for module in model.modules())
 
 
-def _run(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTracker, Prepared, bool]:
-    """Build the model from its config under FakeTensorMode and run the row's steps as the program runs them
-    (generator/predict/cuda_program.py), tracking storages. Returns the tracker, the prepared row, and whether
-    the experts went through transformers' fallback op."""
+def _config(source: ModelSource, layers: int | None) -> Any:
+    """The model's config, or the same config cut to its first ``layers`` decoder layers (with every per-layer
+    list cut to match)."""
+    config = load_config(source)
+    if layers is not None:
+        full = config.num_hidden_layers
+        for name, value in list(vars(config).items()):
+            if isinstance(value, list) and len(value) == full and name != "architectures":
+                setattr(config, name, value[:layers])
+        config.num_hidden_layers = layers
+    return config
+
+
+def _run(row: RowSpec, source: ModelSource, program: Program,
+         layers: int | None = None) -> tuple[StorageTracker, Prepared, bool]:
+    """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
+    the row's steps as the program runs them (generator/predict/cuda_program.py), tracking storages. Returns
+    the tracker, the prepared row, and whether the experts went through transformers' fallback op."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import AutoModelForCausalLM
@@ -160,7 +103,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTr
     tracker, fake = StorageTracker(), FakeTensorMode()
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
         try:
-            model = AutoModelForCausalLM.from_config(load_config(source),
+            model = AutoModelForCausalLM.from_config(_config(source, layers),
                                                      **{dtype_argument(): getattr(torch, row.dtype)})
         except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
             raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
@@ -177,32 +120,96 @@ def _run(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTr
     return tracker, prepared, rerouted
 
 
-def simulate(row: RowSpec, source: ModelSource) -> Prediction:
-    """The row's steps twice: as the CPU runs them (the tensor peak and its split, the CPU's figures) and as a
-    GPU runs them (the CUDA program's tensor peak, replayed through the caching allocator's rules)."""
-    started = time.perf_counter()
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a prediction reads of the prepared model, beside the traces."""
+
+    parameters: int
+    trainable: int
+    lora_targets: str
+    quantization_bytes: int
+    whole: dict[str, int]  # what a card of a sharded row holds in full (sharding.whole_units); {} unsharded
+    experts: bool
+
+
+def model_facts(prepared: Prepared, row: RowSpec) -> ModelFacts:
+    """The prepared model's counts, its sharding units and whether it has experts."""
+    model, parameters = prepared.model, list(prepared.model.parameters())
+    quantization = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in quantization_tensors(model)}
+    return ModelFacts(parameters=sum(parameter_count(p) for p in parameters),
+                      trainable=sum(p.numel() for p in parameters if p.requires_grad),
+                      lora_targets=" ".join(prepared.lora_targets),
+                      quantization_bytes=sum(share(size, "weights", row) for size in quantization.values()),
+                      whole=whole_units(model, row) if row.sharding else {}, experts=_has_experts(model))
+
+
+def simulate_full(row: RowSpec, source: ModelSource) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool]:
+    """The row's steps at the model's full depth, as the CPU runs them and as a GPU runs them."""
     tracker, prepared, rerouted = _run(row, source, CPU)
     on_gpu, _, _ = _run(row, source, CUDA)
-    method = METHOD + (FALLBACK_EXPERTS if rerouted and _has_experts(prepared.model) else "")
-    return _prediction(tracker, on_gpu, prepared, row, method, time.perf_counter() - started)
+    return tracker, on_gpu, model_facts(prepared, row), rerouted
 
 
-def _card(tracker: StorageTracker, prepared: Prepared, row: RowSpec) -> tuple[int, str, dict, dict, list]:
+def simulate_by_depth(row: RowSpec,
+                      source: ModelSource) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
+    """The same as simulate_full, from the row's steps at four small depths (generator/predict/depth.py),
+    starting from one layer, else from two (a stack of none is no start: its rotary tables, kept by no layer,
+    are freed early); None where the stack is too shallow or its trace does not repeat."""
+    layers = load_config(source).num_hidden_layers
+    for first in FIRST_LAYERS:
+        if layers < first + DEPTHS + 1:
+            return None
+        found = _by_depth(row, source, layers, first)
+        if found is not None:
+            return found
+    return None
+
+
+def _by_depth(row: RowSpec, source: ModelSource, layers: int,
+              first: int) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
+    found = []
+    for program in (CPU, CUDA):
+        runs = [_run(row, source, program, first + extra) for extra in range(DEPTHS)]
+        journal = depth.extend([tracker.journal for tracker, _, _ in runs], layers - first)
+        if journal is None:
+            return None
+        found.append((StorageTracker.replay(journal), runs))
+    facts = [model_facts(prepared, row) for _, prepared, _ in found[0][1]]
+    counts = [depth.arithmetic([getattr(f, name) for f in facts], layers - first)
+              for name in ("parameters", "trainable", "quantization_bytes")]
+    if None in counts or any(f.whole != facts[-1].whole for f in facts[1:]):  # a stack whose layers differ
+        return None
+    deepest = facts[-1]
+    full = ModelFacts(*counts[:2], deepest.lora_targets, counts[2], deepest.whole, deepest.experts)  # type: ignore
+    return found[0][0], found[1][0], full, found[0][1][-1][2]
+
+
+def simulate(row: RowSpec, source: ModelSource) -> Prediction:
+    """The row's steps twice: as the CPU runs them (the tensor peak and its split, the CPU's figures) and as a
+    GPU runs them (the CUDA program's tensor peak, replayed through the caching allocator's rules); by depth
+    where the stack's trace repeats, else at full depth; the figures are the same."""
+    started = time.perf_counter()
+    fast = simulate_by_depth(row, source) if load_config(source).num_hidden_layers >= WORTH_LAYERS else None
+    tracker, on_gpu, facts, rerouted = fast or simulate_full(row, source)
+    method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
+    return _prediction(tracker, on_gpu, facts, row, method, time.perf_counter() - started)
+
+
+def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec) -> tuple[int, str, dict, dict, list]:
     """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py)."""
     if row.sharding:
-        card = per_card(tracker, row, whole_units(prepared.model, row))
+        card = per_card(tracker, row, facts.whole)
         return card.peak, card.phase, card.split, card.phase_peaks, card.events
     return tracker.peak, tracker.peak_phase, tracker.peak_split, tracker.phase_peaks, tracker.events
 
 
-def _prediction(tracker: StorageTracker, on_gpu: StorageTracker, prepared: Prepared, row: RowSpec, method: str,
+def _prediction(tracker: StorageTracker, on_gpu: StorageTracker, facts: ModelFacts, row: RowSpec, method: str,
                 seconds: float) -> Prediction:
     """The CPU program's figures, and the GPU program's tensor peak and simulated reserves."""
-    peak, phase, split, phases, _ = _card(tracker, prepared, row)
-    gpu_peak, gpu_phase, _, _, gpu_events = _card(on_gpu, prepared, row)
+    peak, phase, split, phases, _ = _card(tracker, facts, row)
+    gpu_peak, gpu_phase, _, _, gpu_events = _card(on_gpu, facts, row)
     if row.sharding:
         method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
-    parameters = list(prepared.model.parameters())
     return Prediction(
         cuda_reserved_bytes=replay(gpu_events).peak_reserved,
         cuda_expandable_bytes=replay(gpu_events, expandable=True).peak_reserved,
@@ -210,12 +217,8 @@ def _prediction(tracker: StorageTracker, on_gpu: StorageTracker, prepared: Prepa
         tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
         gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
         activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
-        parameters=sum(parameter_count(p) for p in parameters),
-        trainable_parameters=sum(p.numel() for p in parameters if p.requires_grad),
-        lora_targets=" ".join(prepared.lora_targets), method=method, seconds=seconds,
-        quantization_bytes=sum(share(size, "weights", row) for size in {
-            id(t.untyped_storage()): t.untyped_storage().nbytes() for t in quantization_tensors(prepared.model)
-        }.values()))
+        parameters=facts.parameters, trainable_parameters=facts.trainable, lora_targets=facts.lora_targets,
+        method=method, seconds=seconds, quantization_bytes=facts.quantization_bytes)
 
 
 def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:

@@ -1,0 +1,197 @@
+"""The depth fast path: a decoder stack repeats, so the trace of a deep model is the trace of a shallow one
+with one layer's entries repeated. A row is simulated at four small depths (a, a+1, a+2, a+3 layers), and the
+journal of the full depth is written from them (tracker.py's entries: made, kind, freed, phase):
+
+1. the entries of depth a+1 that depth a lacks are found as runs inserted into it (greedily, where the two
+   journals part, the shortest run after which they agree again for 64 entries, else 32, 16 or 8, as the
+   next run allows);
+2. depth a with each run repeated twice must be depth a+2, entry for entry, and three times depth a+3;
+3. an entry that names a storage (its kind, its free) names one made in a copy of a run a fixed step from its
+   own (up to two, forward or backward through the copies, as backward walks the layers in reverse), the first
+   or the last copy, or where that step leaves the copies a storage outside the runs: the rule is read off
+   depth a+3 and must give every name in depth a+2.
+
+Only then is the full depth written, with each run repeated (layers - a) times, and replayed. Where any check
+fails (a stack whose layers are not all alike, a trace that does not repeat) there is no fast answer and the
+caller simulates the full depth. The answers are the full simulation's, byte for byte, on every architecture
+and set-up tests/test_depth.py runs."""
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+Token = tuple[Any, ...]
+Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)
+WINDOWS = (64, 32, 16, 8)  # entries that must agree again after an inserted run: as many as the next run allows
+
+
+def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int | None]]:
+    """Each entry without its storage key, and the serial number of the made entry it names (None for made
+    and phase entries)."""
+    serial: dict[object, int] = {}
+    sizes: dict[int, int] = {}
+    tokens: list[Token] = []
+    names: list[int | None] = []
+    for entry in journal:
+        if entry[0] == "made":
+            serial[entry[1]] = len(tokens)
+            sizes[len(tokens)] = entry[2]
+            tokens.append(("made", entry[2], entry[3]))
+            names.append(None)
+        elif entry[0] == "phase":
+            tokens.append(entry)
+            names.append(None)
+        else:
+            made = serial.pop(entry[1]) if entry[0] == "freed" else serial[entry[1]]
+            tokens.append((entry[0], sizes[made], *entry[2:]))
+            names.append(made)
+    return tokens, names
+
+
+def _runs(base: list[Token], longer: list[Token]) -> list[tuple[int, int, int]] | None:
+    """The runs of ``longer`` inserted into ``base``: (where in base, start and end in longer)."""
+    runs, i, j = [], 0, 0
+    while i < len(base):
+        if j < len(longer) and base[i] == longer[j]:
+            i, j = i + 1, j + 1
+            continue
+        length = next((found for window in WINDOWS if (found := _resumes(base, i, longer, j, window))), None)
+        if length is None:
+            return None
+        runs.append((i, j, j + length))
+        j += length
+    if j < len(longer):
+        runs.append((len(base), j, len(longer)))
+    return runs
+
+
+def _resumes(base: list[Token], i: int, longer: list[Token], j: int, window: int) -> int | None:
+    """The shortest run of ``longer`` from j after which it agrees with ``base`` from i for ``window`` entries
+    (or to base's end)."""
+    window = min(window, len(base) - i)
+    return next((n for n in range(1, len(longer) - j - window + 1)
+                 if longer[j + n:j + n + window] == base[i:i + window]), None)
+
+
+def _labels(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> list[Label]:
+    """Where each entry of the extended journal comes from: depth a's entry, or a run's copy's entry."""
+    labels: list[Label] = []
+    done = 0
+    for number, (where, start, end) in enumerate(runs):
+        labels += [("b", k) for k in range(done, where)]
+        labels += [("r", number, copy, offset) for copy in range(copies) for offset in range(end - start)]
+        done = where
+    return labels + [("b", k) for k in range(done, base_length)]
+
+
+def _token(label: Label, base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]]) -> Token:
+    return base[label[1]] if label[0] == "b" else longer[runs[label[1]][1] + label[3]]
+
+
+# How an entry of copy c names a storage made in copy c' of a run (of n copies): forward through the copies
+# (c' = c + shift) or backward (c' = n - 1 - c + shift, as backward walks the layers in reverse), else the first
+# or the last copy. A c' before the first copy or past the last names a storage outside the runs, one per place.
+WAYS = (*((way, shift) for shift in (0, -1, 1, -2, 2) for way in ("same", "reverse")), ("first", 0), ("last", 0))
+
+
+def _copy(way: tuple[str, int], copy: int, copies: int) -> int:
+    name, shift = way
+    return {"same": copy + shift, "reverse": copies - 1 - copy + shift, "first": 0, "last": copies - 1}[name]
+
+
+def _target(rule: tuple[Any, ...], copy: int, copies: int) -> Label | None:
+    """The label of the storage a naming entry names, by its rule, in its copy; None where the rule does not
+    say."""
+    if rule[0] == "b":
+        return rule
+    _, run, offset, way, outside = rule
+    index = _copy(way, copy, copies)
+    if 0 <= index < copies:
+        return ("r", run, index, offset)
+    return dict(outside).get(index if index < 0 else index - copies)
+
+
+def _rules(labels: list[Label], names: list[int | None], copies: int) -> dict[Label, tuple[Any, ...]] | None:
+    """For each naming entry of the runs and of depth a (by its label without the copy), the rule that gives
+    the label of the storage it names, read off a journal with ``copies`` copies of each run."""
+    seen: dict[Label, dict[int, Label]] = {}
+    for label, name in zip(labels, names, strict=True):
+        if name is not None:
+            key = label if label[0] == "b" else ("r", label[1], label[3])
+            seen.setdefault(key, {})[label[2] if label[0] == "r" else 0] = labels[name]
+    rules = {}
+    for key, targets in seen.items():
+        rule = _rule(targets, copies)
+        if rule is None:
+            return None
+        rules[key] = rule
+    return rules
+
+
+def _rule(targets: dict[int, Label], copies: int) -> tuple[Any, ...] | None:
+    """The first way that gives every copy's target, with the storages it names outside the runs."""
+    named = set(targets.values())
+    if len(named) == 1 and next(iter(named))[0] == "b":
+        return next(iter(named))
+    runs = {(target[1], target[3]) for target in named if target[0] == "r"}
+    if len(runs) != 1:
+        return None
+    run, offset = runs.pop()
+    for way in WAYS:
+        outside: dict[int, Label] = {}
+        for copy, target in targets.items():
+            index = _copy(way, copy, copies)
+            if 0 <= index < copies:
+                if target != ("r", run, index, offset):
+                    break
+            elif target[0] != "b" or outside.setdefault(index if index < 0 else index - copies, target) != target:
+                break
+        else:
+            return ("r", run, offset, way, tuple(sorted(outside.items())))
+    return None
+
+
+def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]],
+             rules: dict[Label, tuple[Any, ...]], copies: int) -> list[tuple[Any, ...]] | None:
+    """The extended journal, with each storage keyed by its made entry's place; None where a rule names a
+    storage that is not live."""
+    keys: dict[Label, int] = {}  # the live storages' labels -> their keys
+    journal: list[tuple[Any, ...]] = []
+    for place, label in enumerate(labels):
+        token = _token(label, base, longer, runs)
+        if token[0] in ("made", "phase"):
+            keys.update({label: place} if token[0] == "made" else {})
+            journal.append(("made", place, *token[1:]) if token[0] == "made" else token)
+            continue
+        rule = rules.get(label if label[0] == "b" else ("r", label[1], label[3]))
+        target = None if rule is None else _target(rule, label[2] if label[0] == "r" else 0, copies)
+        named = None if target is None else (keys.pop if token[0] == "freed" else keys.get)(target, None)
+        if named is None:
+            return None
+        journal.append((token[0], named, *token[2:]))
+    return journal
+
+
+def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[tuple[Any, ...]] | None:
+    """The journal at depth a + copies, from the journals at depths a to a+3; None where they do not repeat."""
+    (base, _), (longer, _), (two, two_names), (three, three_names) = (_tokens(j) for j in journals)
+    runs = _runs(base, longer)
+    if runs is None or not runs:
+        return None
+    for tokens, count in ((two, 2), (three, 3)):
+        labels = _labels(len(base), runs, count)
+        if [_token(label, base, longer, runs) for label in labels] != tokens:
+            return None
+    rules = _rules(_labels(len(base), runs, 3), three_names, 3)
+    if rules is None:
+        return None
+    check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
+    if check is None or _tokens(check)[1] != two_names:
+        return None
+    return _journal(_labels(len(base), runs, copies), base, longer, runs, rules, copies)
+
+
+def arithmetic(values: Sequence[int], copies: int) -> int | None:
+    """The value at a + copies of a figure that grows by the same step at each depth, None where it does not."""
+    steps = {b - a for a, b in pairwise(values)}
+    return values[0] + copies * steps.pop() if len(steps) == 1 else None

@@ -1,0 +1,121 @@
+"""The bytes of live tensor storage through a simulation, by category and phase (simulate.py drives it).
+
+Everything it learns is one of four journal entries, applied and recorded in the same step: a storage made
+(its key, bytes and what it is), a storage found to be something else (a gradient, optimizer state, a weight),
+a storage freed, and a phase entered. Its figures (the tensor peak, the phase that sets it and its split, each
+phase's peak, and the trace the allocator models replay) come from those entries alone, so a journal replayed
+(``StorageTracker.replay``) gives the figures of the run that wrote it; the depth fast path (depth.py) replays
+the journal it extends."""
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+CATEGORIES = ("weights", "gradients", "optimizer", "activations")
+
+
+class StorageTracker:
+    """Bytes of live tensor storage, by category and phase. Its dispatch mode is made by ``mode()``."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[object, int] = {}
+        self.kinds: dict[object, str] = {}
+        self.totals = dict.fromkeys(CATEGORIES, 0)
+        self.total = self.peak = self.phase_max = 0
+        self.peak_split = dict(self.totals)
+        self.phase = self.peak_phase = "load"
+        self.phase_peaks: dict[str, int] = {}
+        self.events: list[tuple[object, int, bool]] = []  # (storage, bytes, made or freed), for allocator models
+        self.event_kinds: dict[int, str] = {}  # a made event's index -> what its storage turned out to be
+        self.made_at: dict[object, int] = {}  # a live storage -> the index of its made event
+        self.phase_marks: list[tuple[int, str]] = []  # (index of the next event, phase entered), for replays
+        self.journal: list[tuple[Any, ...]] = []  # ("made", key, bytes, kind) | ("kind", key, kind) |
+        # ("freed", key) | ("phase", name), in order
+        self.finished = False  # after finish(), what the run left is freed whenever Python's collector gets to it
+
+    @classmethod
+    def replay(cls, journal: list[tuple[Any, ...]]) -> "StorageTracker":
+        """A tracker that has been through these entries, finished."""
+        tracker = cls()
+        apply: dict[str, Callable[..., None]] = {"made": tracker.made, "kind": tracker.kind,
+                                                 "freed": tracker.freed, "phase": tracker.enter}
+        for entry in journal:
+            apply[entry[0]](*entry[1:])
+        tracker.finish()
+        return tracker
+
+    def track(self, tensor: Any, kind: str = "activations") -> None:
+        """Count a tensor's storage once, from now until it is freed."""
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        if key in self.sizes:
+            return
+        self.made(key, storage.nbytes(), kind)
+        weakref.finalize(storage, self.freed, key)
+
+    def classify(self, tensor: Any, kind: str) -> None:
+        """Say what a live tensor is (a gradient, optimizer state, a weight)."""
+        self.track(tensor, kind)
+        self.kind(id(tensor.untyped_storage()), kind)
+
+    def made(self, key: object, size: int, kind: str) -> None:
+        """Journal entry: a storage of this many bytes is made."""
+        self.journal.append(("made", key, size, kind))
+        self.sizes[key], self.kinds[key] = size, kind
+        self.made_at[key], self.event_kinds[len(self.events)] = len(self.events), kind
+        self.events.append((key, size, True))
+        self.totals[kind] += size
+        self.total += size
+        if self.total > self.phase_max:
+            self.phase_max = self.total
+        if self.total > self.peak:
+            self.peak, self.peak_split, self.peak_phase = self.total, dict(self.totals), self.phase
+
+    def kind(self, key: object, kind: str) -> None:
+        """Journal entry: a live storage is found to be of this kind."""
+        self.journal.append(("kind", key, kind))
+        self.totals[self.kinds[key]] -= self.sizes[key]
+        self.kinds[key] = self.event_kinds[self.made_at[key]] = kind
+        self.totals[kind] += self.sizes[key]
+
+    def freed(self, key: object) -> None:
+        """Journal entry: a storage is freed (until the run is finished: later frees are the collector's
+        timing, not the run's, and would make two runs' traces differ)."""
+        if self.finished:
+            return
+        self.journal.append(("freed", key))
+        size = self.sizes.pop(key)
+        del self.made_at[key]
+        self.events.append((key, size, False))
+        self.totals[self.kinds.pop(key)] -= size
+        self.total -= size
+
+    def enter(self, phase: str) -> None:
+        """Journal entry, and the phase callback of generator/steps.py: close the phase that ended, start the
+        next."""
+        self.journal.append(("phase", phase))
+        self.phase_peaks[self.phase] = self.phase_max
+        self.phase, self.phase_max = phase, self.total
+        self.phase_marks.append((len(self.events), phase))
+
+    def finish(self) -> None:
+        """Close the last phase, and the journal."""
+        self.phase_peaks[self.phase] = self.phase_max
+        self.finished = True
+
+    def mode(self) -> Any:
+        """A TorchDispatchMode that tracks the storage of every tensor an operator returns."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        tracker = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for leaf in tree_leaves(out):
+                    if hasattr(leaf, "untyped_storage"):
+                        tracker.track(leaf)
+                return out
+
+        return _Mode()

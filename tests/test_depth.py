@@ -1,0 +1,158 @@
+"""The depth fast path (generator/predict/depth.py) is the full simulation, byte for byte: every figure of the
+prediction but its seconds, and the trace the allocator replays, on each of the 14 architectures in
+tests/architectures/ (grown to eight layers) for every set-up the answers are given for, and on the shipped
+configs at their own depth. A stack whose trace does not repeat gets no fast answer, and a journal replays to
+the figures of the run that wrote it."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import TESTS
+
+from generator.answers.setups import KINDS
+from generator.matrix import parse_row
+from generator.model_source import ModelSource, resolve_model
+from generator.predict import depth
+from generator.predict.simulate import METHOD, _prediction, _run, simulate_by_depth, simulate_full
+from generator.predict.tracker import StorageTracker
+
+ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
+MODELS = Path(__file__).resolve().parent.parent / "generator" / "models"
+SETUP_ROWS = [*(template.format(b=2, s=16) for template in KINDS.values()), "train-b2-s16-amp-zero3x4"]
+
+
+# The rows each architecture leaves to the full simulation (at eight layers): where its trace does not yet extend
+# by this path's rules (depth.py). Every other row is answered fast, and equal.
+FULL_DEPTH_ONLY: dict[str, set[str]] = {
+    "bloom": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
+    "gemma2": {"gen-b2-s16-n32-bf16"},
+    "gpt2": {
+        "train-b2-s16",
+        "train-b2-s16-amp",
+        "train-b2-s16-amp-adam8",
+        "train-b2-s16-amp-zero3x4",
+        "train-b2-s16-bf16",
+        "train-b2-s16-bf16-lora8",
+        "train-b2-s16-bf16-nf4-lora8",
+        "train-b2-s16-lora8",
+    },
+    "gpt_neox": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
+    "mistral": {"gen-b2-s16-n32-bf16"},
+    "mixtral": {
+        "train-b2-s16",
+        "train-b2-s16-amp",
+        "train-b2-s16-amp-zero3x4",
+        "train-b2-s16-ckpt",
+        "train-b2-s16-lora8",
+    },
+    "opt": {
+        "train-b2-s16-amp",
+        "train-b2-s16-amp-adam8",
+        "train-b2-s16-amp-zero3x4",
+        "train-b2-s16-bf16-lora8",
+        "train-b2-s16-bf16-nf4-lora8",
+        "train-b2-s16-lora8",
+    },
+    "phi": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
+    "qwen2": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
+    "qwen2_moe": {
+        "train-b2-s16",
+        "train-b2-s16-amp",
+        "train-b2-s16-amp-adam8",
+        "train-b2-s16-amp-zero3x4",
+        "train-b2-s16-ckpt",
+        "train-b2-s16-lora8",
+    },
+}
+
+
+def _deep(path: Path, folder: Path, layers: int = 8) -> ModelSource:
+    config = json.loads(path.read_text())
+    for key in ("num_hidden_layers", "n_layer"):
+        if key in config:
+            config[key] = layers
+    deep = folder / path.name
+    deep.write_text(json.dumps(config))
+    return resolve_model(str(deep))
+
+
+def _figures(found: tuple, row_id: str) -> tuple:
+    """The prediction without its seconds, and each program's trace as (bytes, made) with its phase marks."""
+    tracker, on_gpu = found[0], found[1]
+    row = parse_row(row_id)
+    traces = [([(size, made) for _, size, made in t.events], t.phase_marks) for t in (tracker, on_gpu)]
+    return replace(_prediction(*found[:3], row, METHOD, 0.0), seconds=0.0), traces, found[3]
+
+
+def _same(row_id: str, source: ModelSource) -> bool:
+    """Whether the fast path answers the row; where it does, its answer is the full simulation's."""
+    row = parse_row(row_id)
+    try:
+        full = simulate_full(row, source)
+    except Exception as error:  # a set-up the architecture cannot run: the fast path fails the same way
+        with pytest.raises(type(error)):
+            simulate_by_depth(row, source)
+        return True
+    fast = simulate_by_depth(row, source)
+    if fast is not None:
+        assert _figures(fast, row_id) == _figures(full, row_id), f"{row_id} on {source.name}"
+    return fast is not None
+
+
+@pytest.mark.parametrize("path", ARCHITECTURES, ids=lambda path: path.stem)
+def test_the_fast_path_is_the_full_simulation_on_every_architecture(path: Path, tmp_path: Path) -> None:
+    """Every fast answer is the full simulation's; the rows it leaves to the full simulation are the known ones
+    (a stack whose trace this path cannot yet extend), so a new one fails here, and so does one that starts
+    to answer."""
+    source = _deep(path, tmp_path)
+    slow = {row_id for row_id in SETUP_ROWS if not _same(row_id, source)}
+    print(path.stem, sorted(slow))
+    assert slow == FULL_DEPTH_ONLY.get(path.stem, set())
+
+
+@pytest.mark.parametrize(
+    ("model", "rows"),
+    [  # the fast path answers each of these
+        ("smollm2-135m-instruct.json", tuple(template.format(b=1, s=64) for template in KINDS.values())),
+        ("gpt2.json", ("gen-b1-s64-n32-bf16", "train-b1-s64-ckpt")),
+        ("llama-3.2-1b.json", ("train-b1-s64-amp", "train-b1-s64-bf16-lora8-zero3x8")),
+        ("qwen2-0.5b.json", ("train-b1-s64-ckpt", "gen-b1-s64-n32-bf16")),
+        ("llama-2-7b.json", ("train-b1-s64-bf16-nf4-lora8",)),
+        ("benchmark/Llama-3.1-70B.json", ("train-b1-s64",)),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_the_fast_path_is_the_full_simulation_on_the_shipped_configs(model: str, rows: tuple[str, ...]) -> None:
+    source = resolve_model(str(MODELS / model))
+    for row_id in rows:
+        assert _same(row_id, source), f"{row_id} on {model}: no fast answer"
+
+
+def test_a_stack_that_does_not_repeat_gets_no_fast_answer(tmp_path: Path) -> None:
+    """Depth a+2 is not depth a with its run twice (a stand-in journal), and a stack too shallow to gain."""
+    made = [("made", key, 100 * key, "activations") for key in range(1, 4)]
+    grows = [made[:1], made[:2], [*made[:2], ("made", 9, 999, "activations")], made]
+    assert depth.extend(grows, 10) is None
+    assert simulate_by_depth(parse_row("train-b1-s16"), _deep(TESTS / "tiny-llama.json", tmp_path, 4)) is None
+
+
+def test_a_journal_replays_to_the_figures_of_its_run() -> None:
+    row = parse_row("train-b2-s16-lora8")
+    tracker, _, _ = _run(row, resolve_model(str(TESTS / "tiny-llama.json")), _program())
+    again = StorageTracker.replay(tracker.journal)
+    for name in ("peak", "peak_phase", "peak_split", "phase_peaks", "events", "event_kinds", "phase_marks"):
+        assert getattr(again, name) == getattr(tracker, name), name
+
+
+def test_arithmetic_extends_a_figure_that_grows_by_one_step() -> None:
+    assert depth.arithmetic([10, 13, 16, 19], 29) == 10 + 29 * 3
+    assert depth.arithmetic([10, 13, 16, 20], 29) is None
+    assert depth.arithmetic([7, 7, 7, 7], 5) == 7
+
+
+def _program():
+    from generator.predict.cuda_program import CPU
+
+    return CPU
