@@ -135,6 +135,9 @@ def test_a_stack_that_does_not_repeat_gets_no_fast_answer(tmp_path: Path) -> Non
     made = [("made", key, 100 * key, "activations") for key in range(1, 4)]
     grows = [made[:1], made[:2], [*made[:2], ("made", 9, 999, "activations")], made]
     assert depth.extend(grows, 10) is None
+    assert not depth.repeats(grows[:3])
+    twice = [("made", 1, 100, "activations"), ("made", 2, 200, "activations"), ("made", 3, 200, "activations")]
+    assert depth.repeats([twice[:1], twice[:2], twice])
     assert simulate_by_depth(parse_row("train-b1-s16"), _deep(TESTS / "tiny-llama.json", tmp_path, 4)) is None
 
 

@@ -172,6 +172,15 @@ def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: 
     return journal
 
 
+def repeats(journals: Sequence[Sequence[tuple[Any, ...]]]) -> bool:
+    """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts (the first check of extend)."""
+    base, longer, two = (_tokens(journal)[0] for journal in journals)
+    runs = _runs(base, longer)
+    if not runs:
+        return False
+    return [_token(label, base, longer, runs) for label in _labels(len(base), runs, 2)] == two
+
+
 def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[tuple[Any, ...]] | None:
     """The journal at depth a + copies, from the journals at depths a to a+3; None where they do not repeat."""
     (base, _), (longer, _), (two, two_names), (three, three_names) = (_tokens(j) for j in journals)

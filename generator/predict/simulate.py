@@ -169,7 +169,11 @@ def _by_depth(row: RowSpec, source: ModelSource, layers: int,
               first: int) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
     found = []
     for program in (CPU, CUDA):
-        runs = [_run(row, source, program, first + extra) for extra in range(DEPTHS)]
+        runs = []
+        for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
+            runs.append(_run(row, source, program, first + extra))
+            if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
+                return None
         journal = depth.extend([tracker.journal for tracker, _, _ in runs], layers - first)
         if journal is None:
             return None
