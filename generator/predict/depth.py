@@ -159,9 +159,12 @@ def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: 
     journal: list[tuple[Any, ...]] = []
     for place, label in enumerate(labels):
         token = _token(label, base, longer, runs)
-        if token[0] in ("made", "phase"):
-            keys.update({label: place} if token[0] == "made" else {})
-            journal.append(("made", place, *token[1:]) if token[0] == "made" else token)
+        if token[0] == "made":
+            keys[label] = place
+            journal.append(("made", place, *token[1:]))
+            continue
+        if token[0] == "phase":
+            journal.append(token)
             continue
         rule = rules.get(label if label[0] == "b" else ("r", label[1], label[3]))
         target = None if rule is None else _target(rule, label[2] if label[0] == "r" else 0, copies)
@@ -172,13 +175,17 @@ def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: 
     return journal
 
 
+def _repeated(base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]], tokens: list[Token],
+              copies: int) -> bool:
+    """Whether ``tokens`` are depth a's with each run repeated ``copies`` times."""
+    return [_token(label, base, longer, runs) for label in _labels(len(base), runs, copies)] == tokens
+
+
 def repeats(journals: Sequence[Sequence[tuple[Any, ...]]]) -> bool:
     """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts (the first check of extend)."""
     base, longer, two = (_tokens(journal)[0] for journal in journals)
     runs = _runs(base, longer)
-    if not runs:
-        return False
-    return [_token(label, base, longer, runs) for label in _labels(len(base), runs, 2)] == two
+    return runs is not None and bool(runs) and _repeated(base, longer, runs, two, 2)
 
 
 def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[tuple[Any, ...]] | None:
@@ -187,10 +194,8 @@ def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[t
     runs = _runs(base, longer)
     if runs is None or not runs:
         return None
-    for tokens, count in ((two, 2), (three, 3)):
-        labels = _labels(len(base), runs, count)
-        if [_token(label, base, longer, runs) for label in labels] != tokens:
-            return None
+    if not (_repeated(base, longer, runs, two, 2) and _repeated(base, longer, runs, three, 3)):
+        return None
     rules = _rules(_labels(len(base), runs, 3), three_names, 3)
     if rules is None:
         return None

@@ -150,12 +150,15 @@ def simulate_full(row: RowSpec, source: ModelSource) -> tuple[StorageTracker, St
     return tracker, on_gpu, model_facts(prepared, row), rerouted
 
 
-def simulate_by_depth(row: RowSpec,
-                      source: ModelSource) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
+def simulate_by_depth(row: RowSpec, source: ModelSource,
+                      worth: int = 0) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
     """The same as simulate_full, from the row's steps at four small depths (generator/predict/depth.py),
     starting from one layer, else from two (a stack of none is no start: its rotary tables, kept by no layer,
-    are freed early); None where the stack is too shallow or its trace does not repeat."""
+    are freed early); None where the stack has fewer than ``worth`` layers, is too shallow for the small
+    depths, or its trace does not repeat."""
     layers = load_config(source).num_hidden_layers
+    if layers < worth:
+        return None
     for first in FIRST_LAYERS:
         if layers < first + DEPTHS + 1:
             return None
@@ -193,8 +196,7 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     GPU runs them (the CUDA program's tensor peak, replayed through the caching allocator's rules); by depth
     where the stack's trace repeats, else at full depth; the figures are the same."""
     started = time.perf_counter()
-    fast = simulate_by_depth(row, source) if load_config(source).num_hidden_layers >= WORTH_LAYERS else None
-    tracker, on_gpu, facts, rerouted = fast or simulate_full(row, source)
+    tracker, on_gpu, facts, rerouted = simulate_by_depth(row, source, WORTH_LAYERS) or simulate_full(row, source)
     method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
     return _prediction(tracker, on_gpu, facts, row, method, time.perf_counter() - started)
 
