@@ -15,7 +15,15 @@ from generator.answers.setups import KINDS
 from generator.matrix import parse_row
 from generator.model_source import ModelSource, resolve_model
 from generator.predict import depth
-from generator.predict.simulate import METHOD, _prediction, _run, simulate_by_depth, simulate_full
+from generator.predict.simulate import (
+    METHOD,
+    PROGRAMS,
+    _cpu_part,
+    _cuda_part,
+    _run,
+    simulate_by_depth,
+    simulate_full,
+)
 from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
@@ -78,27 +86,31 @@ def _deep(path: Path, folder: Path, layers: int = 8) -> ModelSource:
     return resolve_model(str(deep))
 
 
-def _figures(found: tuple, row_id: str) -> tuple:
-    """The prediction without its seconds, and each program's trace as (bytes, made) with its phase marks."""
-    tracker, on_gpu = found[0], found[1]
-    row = parse_row(row_id)
-    traces = [([(size, made) for _, size, made in t.events], t.phase_marks) for t in (tracker, on_gpu)]
-    return replace(_prediction(*found[:3], row, METHOD, 0.0), seconds=0.0), traces, found[3]
+def _figures(found: tuple, row_id: str, program: str) -> tuple:
+    """The program's part without its seconds, and its trace as (bytes, made) with its phase marks."""
+    tracker, facts, rerouted = found
+    make = _cpu_part if program == "cpu" else _cuda_part
+    trace = ([(size, made) for _, size, made in tracker.events], tracker.phase_marks)
+    return replace(make(tracker, facts, parse_row(row_id), METHOD, 0.0), seconds=0.0), trace, rerouted
 
 
 def _same(row_id: str, source: ModelSource) -> bool:
-    """Whether the fast path answers the row; where it does, its answer is the full simulation's."""
-    row = parse_row(row_id)
-    try:
-        full = simulate_full(row, source)
-    except Exception as error:  # a set-up the architecture cannot run: the fast path fails the same way
-        with pytest.raises(type(error)):
-            simulate_by_depth(row, source)
-        return True
-    fast = simulate_by_depth(row, source)
-    if fast is not None:
-        assert _figures(fast, row_id) == _figures(full, row_id), f"{row_id} on {source.name}"
-    return fast is not None
+    """Whether the fast path answers the row for both programs; wherever it answers a program, its answer is
+    the full simulation's."""
+    row, answered = parse_row(row_id), []
+    for name, program in PROGRAMS.items():
+        try:
+            full = simulate_full(row, source, program)
+        except Exception as error:  # a set-up the architecture cannot run: the fast path fails the same way
+            with pytest.raises(type(error)):
+                simulate_by_depth(row, source, program)
+            answered.append(True)
+            continue
+        fast = simulate_by_depth(row, source, program)
+        if fast is not None:
+            assert _figures(fast, row_id, name) == _figures(full, row_id, name), f"{row_id} ({name}) on {source.name}"
+        answered.append(fast is not None)
+    return all(answered)
 
 
 @pytest.mark.parametrize("path", ARCHITECTURES, ids=lambda path: path.stem)
@@ -138,7 +150,8 @@ def test_a_stack_that_does_not_repeat_gets_no_fast_answer(tmp_path: Path) -> Non
     assert not depth.repeats(grows[:3])
     twice = [("made", 1, 100, "activations"), ("made", 2, 200, "activations"), ("made", 3, 200, "activations")]
     assert depth.repeats([twice[:1], twice[:2], twice])
-    assert simulate_by_depth(parse_row("train-b1-s16"), _deep(TESTS / "tiny-llama.json", tmp_path, 4)) is None
+    shallow = _deep(TESTS / "tiny-llama.json", tmp_path, 4)
+    assert all(simulate_by_depth(parse_row("train-b1-s16"), shallow, program) is None for program in PROGRAMS.values())
 
 
 def test_a_journal_replays_to_the_figures_of_its_run() -> None:

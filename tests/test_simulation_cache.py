@@ -1,5 +1,6 @@
-"""Simulations kept on disk (generator/store/simulations.py): what comes back equals the simulation to the byte,
-a key that differs in anything the figures depend on is simulated afresh, and a damaged file is no answer."""
+"""Simulations kept on disk (generator/store/simulations.py), a program's part to a file: what comes back equals
+the simulation to the byte, a key that differs in anything the figures depend on is simulated afresh, a damaged
+file is no answer, and a question about one target simulates one program."""
 
 from dataclasses import replace
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL
 
+from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict import simulate as simulation
@@ -20,9 +22,11 @@ def kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The row ids simulated, once for each program's part."""
     made: list[str] = []
-    real = simulation.simulate
-    monkeypatch.setattr(simulation, "simulate", lambda row, source: made.append(row.id) or real(row, source))
+    real = simulation.simulate_part
+    monkeypatch.setattr(simulation, "simulate_part",
+                        lambda row, source, program: made.append(row.id) or real(row, source, program))
     return made
 
 
@@ -31,9 +35,11 @@ def test_a_kept_simulation_equals_the_simulation_to_the_byte(monkeypatch, kept: 
     source, row = resolve_model(str(TINY_MODEL)), parse_row("train-b2-s32")
     first = simulation.simulate_kept(row, source)
     again = simulation.simulate_kept(row, source)
-    assert made == ["train-b2-s32"]  # the second came from disk
+    assert made == ["train-b2-s32"] * 2  # a part for each program; the second time both came from disk
     assert again == first and again.cuda_reserved_bytes > 0 and again.phase_peak_bytes == first.phase_peak_bytes
-    assert len(list(kept.rglob("*.toml"))) == 1
+    assert replace(first, seconds=0.0) == replace(simulation.simulate(row, source), seconds=0.0)
+    assert sorted(path.name for path in kept.rglob("*.toml")) == ["train-b2-s32-default-cpu.toml",
+                                                                 "train-b2-s32-default-cuda.toml"]
 
 
 def test_anything_the_figures_depend_on_makes_another_key(monkeypatch, kept: Path) -> None:
@@ -45,19 +51,19 @@ def test_anything_the_figures_depend_on_makes_another_key(monkeypatch, kept: Pat
     simulation.simulate_kept(row, replace(source, config_sha256="0" * 64))  # another config
     monkeypatch.setattr(simulation, "SIMULATOR_MODULES", ("generator.steps",))  # other simulator code
     simulation.simulate_kept(row, source)
-    assert len(made) == 5
+    assert len(made) == 5 * 2
 
 
 def test_a_damaged_or_foreign_file_is_simulated_again(monkeypatch, kept: Path) -> None:
     made = _counting(monkeypatch)
     source, row = resolve_model(str(TINY_MODEL)), parse_row("infer-b2-s32")
     first = simulation.simulate_kept(row, source)
-    (path,) = kept.rglob("*.toml")
-    path.write_text("prediction = [", encoding="utf-8")
+    (path,) = kept.rglob("*-cpu.toml")
+    path.write_text("part = [", encoding="utf-8")
     assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(first, seconds=0.0)
     path.write_text(path.read_text(encoding="utf-8").replace("infer-b2-s32", "infer-b9-s32"), encoding="utf-8")
     assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(first, seconds=0.0)
-    assert made == ["infer-b2-s32"] * 3
+    assert made == ["infer-b2-s32"] * 4  # both parts, then the damaged part twice
 
 
 def test_off_keeps_nothing(monkeypatch, tmp_path: Path) -> None:
@@ -66,3 +72,23 @@ def test_off_keeps_nothing(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MEMORY_BUDGET_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert simulations.cache_root() == tmp_path / "memory-budget"
+
+
+def test_a_question_about_one_target_simulates_its_program_only(monkeypatch, kept: Path) -> None:
+    """fit --target gpu reads CUDA's part, --target cpu the CPU's: each equals that part of the whole simulation,
+    and a whole prediction asked later simulates only the part not yet kept."""
+    from generator.budget import ProcessModel
+    from generator.predict.fit import Predictor
+
+    made = _counting(monkeypatch)
+    source, row = resolve_model(str(TINY_MODEL)), parse_row("train-b2-s32")
+    model = ProcessModel(0.0, 0.0, 0, "")
+    gpu, cpu = Predictor(source, model, target="gpu"), Predictor(source, model, target="cpu")
+    whole = simulation.simulate(row, source)
+    made.clear()
+    assert gpu.peak(row.id) == whole.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
+    assert made == [row.id] and [path.name for path in kept.rglob("*.toml")] == ["train-b2-s32-default-cuda.toml"]
+    assert cpu.peak(row.id) == model.expected(whole.tensor_peak_bytes)
+    assert len(made) == 2
+    assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(whole, seconds=0.0)
+    assert len(made) == 2  # both parts were kept by the two questions

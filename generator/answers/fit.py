@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.budget import ProcessModel
-from generator.store.records import Prediction
+from generator.store.records import CpuPart, CudaPart, Prediction
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,13 @@ def needs(target: str, tensor_bytes: int, reserved_bytes: int, model: ProcessMod
     return reserved_bytes + CUDA_CONTEXT_BYTES if target.startswith("gpu") else model.expected(tensor_bytes)
 
 
-def expected_peak(prediction: Prediction, model: ProcessModel, target: str) -> int:
-    """needs() for a simulated row; "gpu-expandable" reads the reserve with expandable segments."""
-    reserved = prediction.cuda_expandable_bytes if target == "gpu-expandable" else prediction.cuda_reserved_bytes
-    return needs(target, prediction.tensor_peak_bytes, reserved, model)
+def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessModel, target: str) -> int:
+    """needs() for a simulated row, reading only what the target needs, so that one program's part answers:
+    a GPU's reserve ("gpu-expandable": with expandable segments), else the CPU's tensor peak."""
+    if target.startswith("gpu"):
+        reserved = getattr(prediction, "cuda_expandable_bytes" if target == "gpu-expandable" else "cuda_reserved_bytes")
+        return needs(target, 0, reserved, model)
+    return needs(target, prediction.tensor_peak_bytes, 0, model)  # type: ignore[union-attr]
 
 
 def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:

@@ -7,6 +7,7 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
@@ -17,7 +18,7 @@ from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
-from generator.predict.simulate import simulate_kept
+from generator.predict.simulate import simulate_kept_part
 from generator.units import format_mib
 
 DEFAULT_MARGIN = 0.10
@@ -35,14 +36,22 @@ def overhead_text(model: ProcessModel, target: str) -> str:
     return f"{TARGETS[target]} ({format_mib(CUDA_CONTEXT_BYTES)}); simulated, not validated on a device"
 
 
+def target_program(target: str) -> Callable[[RowSpec, ModelSource], object]:
+    """What a target's answers simulate: the CPU's program for a CPU budget (its tensor peak), CUDA's for a GPU
+    (its reserves); each kept part is simulated once (generator/predict/simulate.py)."""
+    return partial(simulate_kept_part, program="cpu" if target == "cpu" else "cuda")
+
+
 class Predictor:
     """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU; with sharding (a
-    key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row."""
+    key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row. The simulator is
+    the target's program (target_program) unless another is given."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
-                 simulator: Callable[[RowSpec, ModelSource], object] = simulate_kept, target: str = "cpu",
+                 simulator: Callable[[RowSpec, ModelSource], object] | None = None, target: str = "cpu",
                  sharding: tuple[str, int] | None = None) -> None:
-        self.source, self.model, self.simulator, self.target = source, model, simulator, target
+        self.source, self.model, self.target = source, model, target
+        self.simulator = simulator or target_program(target)
         self.sharding = sharding
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them

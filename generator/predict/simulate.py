@@ -33,7 +33,7 @@ from generator.quantize import (
 )
 from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
-from generator.store.records import Prediction
+from generator.store.records import CpuPart, CudaPart, Prediction, joined
 from generator.store.simulations import SimulationKey
 
 # The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
@@ -143,15 +143,17 @@ def model_facts(prepared: Prepared, row: RowSpec) -> ModelFacts:
                       whole=whole_units(model, row) if row.sharding else {}, experts=_has_experts(model))
 
 
-def simulate_full(row: RowSpec, source: ModelSource) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool]:
-    """The row's steps at the model's full depth, as the CPU runs them and as a GPU runs them."""
-    tracker, prepared, rerouted = _run(row, source, CPU)
-    on_gpu, _, _ = _run(row, source, CUDA)
-    return tracker, on_gpu, model_facts(prepared, row), rerouted
+PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
 
 
-def simulate_by_depth(row: RowSpec, source: ModelSource,
-                      worth: int = 0) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
+def simulate_full(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTracker, ModelFacts, bool]:
+    """The row's steps at the model's full depth, as the program runs them."""
+    tracker, prepared, rerouted = _run(row, source, program)
+    return tracker, model_facts(prepared, row), rerouted
+
+
+def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
+                      worth: int = 0) -> tuple[StorageTracker, ModelFacts, bool] | None:
     """The same as simulate_full, from the row's steps at four small depths (generator/predict/depth.py),
     starting from one layer, else from two (a stack of none is no start: its rotary tables, kept by no layer,
     are freed early); None where the stack has fewer than ``worth`` layers, is too shallow for the small
@@ -162,43 +164,50 @@ def simulate_by_depth(row: RowSpec, source: ModelSource,
     for first in FIRST_LAYERS:
         if layers < first + DEPTHS + 1:
             return None
-        found = _by_depth(row, source, layers, first)
+        found = _by_depth(row, source, program, layers, first)
         if found is not None:
             return found
     return None
 
 
-def _by_depth(row: RowSpec, source: ModelSource, layers: int,
-              first: int) -> tuple[StorageTracker, StorageTracker, ModelFacts, bool] | None:
-    found = []
-    for program in (CPU, CUDA):
-        runs = []
-        for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
-            runs.append(_run(row, source, program, first + extra))
-            if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
-                return None
-        journal = depth.extend([tracker.journal for tracker, _, _ in runs], layers - first)
-        if journal is None:
+def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int,
+              first: int) -> tuple[StorageTracker, ModelFacts, bool] | None:
+    runs = []
+    for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
+        runs.append(_run(row, source, program, first + extra))
+        if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
             return None
-        found.append((StorageTracker.replay(journal), runs))
-    facts = [model_facts(prepared, row) for _, prepared, _ in found[0][1]]
+    journal = depth.extend([tracker.journal for tracker, _, _ in runs], layers - first)
+    if journal is None:
+        return None
+    facts = [model_facts(prepared, row) for _, prepared, _ in runs]
     counts = [depth.arithmetic([getattr(f, name) for f in facts], layers - first)
               for name in ("parameters", "trainable", "quantization_bytes")]
     if None in counts or any(f.whole != facts[-1].whole for f in facts[1:]):  # a stack whose layers differ
         return None
     deepest = facts[-1]
     full = ModelFacts(*counts[:2], deepest.lora_targets, counts[2], deepest.whole, deepest.experts)  # type: ignore
-    return found[0][0], found[1][0], full, found[0][1][-1][2]
+    return StorageTracker.replay(journal), full, runs[-1][2]
+
+
+def simulate_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | CudaPart:
+    """The row's steps as one program runs them ("cpu": the tensor peak and its split, the CPU's figures;
+    "cuda": the GPU's tensor peak, replayed through the caching allocator's rules); by depth where the stack's
+    trace repeats, else at full depth; the figures are the same."""
+    started = time.perf_counter()
+    chosen = PROGRAMS[program]
+    tracker, facts, rerouted = (simulate_by_depth(row, source, chosen, WORTH_LAYERS)
+                                or simulate_full(row, source, chosen))
+    method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
+    if row.sharding:
+        method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
+    make = _cpu_part if program == "cpu" else _cuda_part
+    return make(tracker, facts, row, method, time.perf_counter() - started)
 
 
 def simulate(row: RowSpec, source: ModelSource) -> Prediction:
-    """The row's steps twice: as the CPU runs them (the tensor peak and its split, the CPU's figures) and as a
-    GPU runs them (the CUDA program's tensor peak, replayed through the caching allocator's rules); by depth
-    where the stack's trace repeats, else at full depth; the figures are the same."""
-    started = time.perf_counter()
-    tracker, on_gpu, facts, rerouted = simulate_by_depth(row, source, WORTH_LAYERS) or simulate_full(row, source)
-    method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
-    return _prediction(tracker, on_gpu, facts, row, method, time.perf_counter() - started)
+    """The row's steps twice, as the CPU runs them and as a GPU runs them: the whole prediction."""
+    return joined(simulate_part(row, source, "cpu"), simulate_part(row, source, "cuda"))  # type: ignore[arg-type]
 
 
 def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec) -> tuple[int, str, dict, dict, list]:
@@ -209,27 +218,32 @@ def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec) -> tuple[int
     return tracker.peak, tracker.peak_phase, tracker.peak_split, tracker.phase_peaks, tracker.events
 
 
-def _prediction(tracker: StorageTracker, on_gpu: StorageTracker, facts: ModelFacts, row: RowSpec, method: str,
-                seconds: float) -> Prediction:
-    """The CPU program's figures, and the GPU program's tensor peak and simulated reserves."""
+def _counts(facts: ModelFacts, method: str, seconds: float) -> dict[str, Any]:
+    return {"parameters": facts.parameters, "trainable_parameters": facts.trainable, "method": method,
+            "seconds": seconds, "lora_targets": facts.lora_targets, "quantization_bytes": facts.quantization_bytes}
+
+
+def _cpu_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float) -> CpuPart:
+    """The CPU program's figures: its tensor peak, the phase and split of it, and each phase's peak."""
     peak, phase, split, phases, _ = _card(tracker, facts, row)
-    gpu_peak, gpu_phase, _, _, gpu_events = _card(on_gpu, facts, row)
-    if row.sharding:
-        method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
-    return Prediction(
-        cuda_reserved_bytes=replay(gpu_events).peak_reserved,
-        cuda_expandable_bytes=replay(gpu_events, expandable=True).peak_reserved,
-        cuda_tensor_peak_bytes=gpu_peak, cuda_phase=gpu_phase,
-        tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
-        gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
-        activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
-        parameters=facts.parameters, trainable_parameters=facts.trainable, lora_targets=facts.lora_targets,
-        method=method, seconds=seconds, quantization_bytes=facts.quantization_bytes)
+    return CpuPart(tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
+                   gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
+                   activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
+                   **_counts(facts, method, seconds))
 
 
-def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
-    """What a kept simulation of this row is filed under: the config, the row, the LoRA targets, the library
-    versions and the simulator (its method and the hash of its code, so an edit is never served stale)."""
+def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float) -> CudaPart:
+    """The GPU program's tensor peak and phase, and the caching allocator's reserves replaying it."""
+    peak, phase, _, _, events = _card(tracker, facts, row)
+    return CudaPart(cuda_tensor_peak_bytes=peak, cuda_phase=phase, cuda_reserved_bytes=replay(events).peak_reserved,
+                    cuda_expandable_bytes=replay(events, expandable=True).peak_reserved,
+                    **_counts(facts, method, seconds))
+
+
+def simulation_key(row: RowSpec, source: ModelSource, program: str) -> SimulationKey:
+    """What a kept part of this row is filed under: the config, the row, the program, the LoRA targets, the
+    library versions and the simulator (its method and the hash of its code, so an edit is never served
+    stale)."""
     import peft
     import torch
     import transformers
@@ -238,18 +252,23 @@ def simulation_key(row: RowSpec, source: ModelSource) -> SimulationKey:
     if uses_bitsandbytes(row):
         libraries += f", bitsandbytes {import_bitsandbytes().__version__}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
-                         libraries=libraries,
-                         simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}")
+                         libraries=libraries, simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}",
+                         program=program)
+
+
+def simulate_kept_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | CudaPart:
+    """simulate_part, or the same part kept on disk from an earlier run (generator/store/simulations.py)."""
+    key = simulation_key(row, source, program)
+    found = simulations.load(key)
+    if found is None:
+        found = simulate_part(row, source, program)
+        simulations.save(key, found)
+    return found
 
 
 def simulate_kept(row: RowSpec, source: ModelSource) -> Prediction:
-    """simulate, or the same simulation kept on disk from an earlier run (generator/store/simulations.py)."""
-    key = simulation_key(row, source)
-    found = simulations.load(key)
-    if found is None:
-        found = simulate(row, source)
-        simulations.save(key, found)
-    return found
+    """simulate, from its two parts, each simulated or kept."""
+    return joined(simulate_kept_part(row, source, "cpu"), simulate_kept_part(row, source, "cuda"))  # type: ignore
 
 
 def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:

@@ -28,6 +28,8 @@ from generator.store.environment import Environment
 from generator.store.files import parse_toml, read_text, write_atomic
 from generator.store.records import (
     STATUSES,
+    CpuPart,
+    CudaPart,
     ModelInfo,
     Prediction,
     Repeat,
@@ -172,6 +174,12 @@ def _parse_prediction(document: dict, path: Path) -> Prediction | None:
 def prediction_from_table(data: object, path: Path) -> Prediction:
     """A [prediction] table, checked field by field (a result file's, or a kept simulation's)."""
     return _fill(Prediction, _Table(data, "prediction", path))
+
+
+def part_from_table(data: object, program: str, path: Path) -> CpuPart | CudaPart:
+    """A kept simulation's [part] table, checked field by field: the CPU program's part, or CUDA's."""
+    table = _Table(data, "part", path)
+    return _fill(CpuPart, table) if program == "cpu" else _fill(CudaPart, table)
 
 
 def _check_row(row: RowSpec, path: Path) -> RowSpec:

@@ -80,4 +80,5 @@ HISTORY = Kind("release history", 1)  # measurements/_history/<model>.toml (gene
 GPU_CONTEXT = Kind("GPU context", 1)  # _gpu_context.toml (generator/store/gpu_context.py)
 LOG = Kind("log", 1, unversioned=1)  # _runs.toml and _benchmarks.toml: appended to, no version written
 CLUSTER_OPTIONS = Kind("cluster options", 1, unversioned=1)  # _slurm.toml, written by a person
-KEPT_SIMULATION = Kind("kept simulation", 1)  # the simulation cache (generator/store/simulations.py)
+# the simulation cache (generator/store/simulations.py); 1 kept a whole Prediction a row, 2 a program's part
+KEPT_SIMULATION = Kind("kept simulation", 2, refused={1: "holds a whole row; the cache keeps a program's part"})

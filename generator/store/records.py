@@ -184,6 +184,50 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class CpuPart:
+    """The CPU program's part of a simulated row (Prediction's fields of the same names): its tensor peak, the
+    phase and split of it, each phase's peak, and the model's counts. Kept apart from CUDA's part, so that a
+    question about one target (fit --target cpu) simulates one program."""
+
+    tensor_peak_bytes: int
+    phase: str
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    parameters: int
+    trainable_parameters: int
+    method: str
+    seconds: float = 0.0
+    lora_targets: str = ""
+    phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
+    quantization_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CudaPart:
+    """The CUDA program's part of a simulated row (Prediction's fields of the same names): its tensor peak and
+    phase, the caching allocator's reserves replaying it, and the model's counts."""
+
+    cuda_tensor_peak_bytes: int
+    cuda_phase: str
+    cuda_reserved_bytes: int
+    cuda_expandable_bytes: int
+    parameters: int
+    trainable_parameters: int
+    method: str
+    seconds: float = 0.0
+    lora_targets: str = ""
+    quantization_bytes: int = 0
+
+
+def joined(cpu: CpuPart, cuda: CudaPart) -> Prediction:
+    """The whole prediction of a row from its two programs' parts (the counts are the model's, the same in
+    both; the seconds are both simulations')."""
+    return Prediction(**{**vars(cuda), **vars(cpu), "seconds": cpu.seconds + cuda.seconds})
+
+
+@dataclass(frozen=True)
 class RowResult:
     """Everything one result file holds."""
 
