@@ -92,3 +92,15 @@ def test_a_question_about_one_target_simulates_its_program_only(monkeypatch, kep
     assert len(made) == 2
     assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(whole, seconds=0.0)
     assert len(made) == 2  # both parts were kept by the two questions
+
+
+def test_the_two_parts_hold_every_field_of_a_prediction_and_share_only_the_counts() -> None:
+    """A field added to Prediction and to neither part would be joined as its default: the parts name them all."""
+    from dataclasses import fields
+
+    from generator.store.records import CpuPart, CudaPart, Prediction
+
+    cpu, cuda = ({spec.name for spec in fields(part)} for part in (CpuPart, CudaPart))
+    assert cpu | cuda == {spec.name for spec in fields(Prediction)}
+    assert cpu & cuda == {"parameters", "trainable_parameters", "method", "seconds", "lora_targets",
+                          "quantization_bytes"}

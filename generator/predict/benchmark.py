@@ -69,6 +69,15 @@ def run_fit_case(model: str, budget: str, target: str, goal: float, again: bool 
             "cores": len(os.sched_getaffinity(0))}
 
 
+def run_refresh_case() -> dict:
+    """`refresh`'s longest step, the site's curves (`fit --record`: every shipped config and set-up at the site's
+    length, the 70B on several cards, the worked example), from nothing kept, into a folder of its own."""
+    with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as folder:
+        seconds, peak = _timed(["fit", "--record", "--measurements", folder])
+    return {"step": "fit curves", "wall_seconds": seconds, "peak_rss_bytes": peak,
+            "cores": len(os.sched_getaffinity(0))}
+
+
 def _commit() -> str:
     import generator
 
@@ -81,7 +90,8 @@ def _commit() -> str:
 def main(argv: list[str] | None = None) -> None:
     """Run the chosen cases and append the results."""
     parser = argparse.ArgumentParser(prog="benchmark", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("predict", "fit"), help="one table of cases (default: both)")
+    parser.add_argument("--only", choices=("predict", "fit", "refresh"),
+                        help="one table of cases (default: predict and fit; refresh, tens of minutes, only alone)")
     parser.add_argument("--label", default="", help="what the run measures, e.g. 'before' or 'after'")
     parser.add_argument("--measurements", type=Path, default=Path("measurements"), help="where to record")
     parser.add_argument("--once", action="store_true", help="fit each case once, not again from what it kept")
@@ -100,6 +110,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"fit {case['model']} {case['budget']} {case['target']}: {case['wall_seconds']:.1f} s",
                   file=sys.stderr)
         runlog.record_benchmark(folder, "fit", {**header, "cases": cases})
+    if args.only == "refresh":
+        case = run_refresh_case()
+        print(f"refresh {case['step']}: {case['wall_seconds']:.1f} s", file=sys.stderr)
+        runlog.record_benchmark(folder, "refresh", {**header, "cases": [case]})
 
 
 if __name__ == "__main__":
