@@ -27,11 +27,17 @@ class FitAnswer:
     error: str = ""  # why this kind could not be simulated ('' when it was)
 
 
+def card_needs(reserved_bytes: int) -> int:
+    """What a card must hold for a simulated reserve: the reserve plus the stated context allowance (the CPU's
+    process overhead does not carry over)."""
+    return reserved_bytes + CUDA_CONTEXT_BYTES
+
+
 def needs(target: str, tensor_bytes: int, reserved_bytes: int, model: ProcessModel) -> int:
     """What a budget must hold, the one rule every answer uses: on a CPU the process peak net of imports (the
-    tensor peak through the process model); on a GPU the caching allocator's simulated reserve plus the stated
-    context allowance (the CPU's overhead does not carry over)."""
-    return reserved_bytes + CUDA_CONTEXT_BYTES if target.startswith("gpu") else model.expected(tensor_bytes)
+    tensor peak through the process model); on a GPU what the card needs for the caching allocator's simulated
+    reserve (card_needs)."""
+    return card_needs(reserved_bytes) if target.startswith("gpu") else model.expected(tensor_bytes)
 
 
 def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessModel, target: str) -> int:

@@ -3,7 +3,7 @@ fixed costs (with its simulated rows from `fit --record`), and what processes he
 
 from dataclasses import dataclass
 
-from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.fit import card_needs
 from generator.budget import (
     ADAMW_STATES,
     BYTES_PER_WEIGHT,
@@ -150,7 +150,7 @@ def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:
     lines = []
     for item in fit_table.example:
         row = parse_row(item.row)
-        need = item.cuda_reserved_bytes + CUDA_CONTEXT_BYTES  # the card's allocator, simulated, and its context
+        need = card_needs(item.cuda_reserved_bytes)  # the card's allocator, simulated, and its context
         shape = f"batch {row.batch_size} × {row.seq_len:,}" + (
             f" + {row.new_tokens} new tokens (KV cache)" if row.new_tokens else "")
         precision = "bf16" if row.dtype == "bfloat16" else "fp32 with bf16 autocast" if row.amp else "fp32"

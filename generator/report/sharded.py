@@ -5,8 +5,7 @@ stated margin."""
 
 from dataclasses import dataclass
 
-from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
-from generator.answers.fit import FitAnswer, answer_within
+from generator.answers.fit import FitAnswer, answer_within, card_needs
 from generator.answers.setups import SHARDING_NAMES
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_page import SITE_MARGIN, cell
@@ -41,7 +40,7 @@ class ShardedSection:
 
 def _answer(curve: Curve, seq_len: int) -> FitAnswer:
     def peak(batch: int) -> int:
-        return curve.cuda_at(batch) + CUDA_CONTEXT_BYTES
+        return card_needs(curve.cuda_at(batch))
 
     usable, limit = round(CARD_BYTES * (1 - SITE_MARGIN)), batch_limit(seq_len)
     return answer_within(curve.kind, curve.row, peak, usable, limit, model=curve.model, parameters=curve.parameters,
