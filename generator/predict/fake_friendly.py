@@ -56,8 +56,7 @@ def sequences_unpacked() -> Iterator[None]:
         from torch.utils._python_dispatch import _disable_current_modes
 
         with _disable_current_modes():
-            from torch.fx.experimental.symbolic_shapes import guarding_hint_or_throw as hint_int
-            real = torch.arange(position_ids.shape[-1]).expand(tuple(hint_int(d) for d in position_ids.shape))
+            real = torch.arange(position_ids.shape[-1]).expand(tuple(position_ids.shape))
             unpacked = original(real, *args, **kwargs) is None
         return None if unpacked else original(position_ids, *args, **kwargs)
 
