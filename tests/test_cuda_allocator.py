@@ -1,6 +1,7 @@
 """The CUDA caching allocator model against the examples its documentation works through (the PyTorch
 dev-log "When does fragmentation occur in the CUDA caching allocator?") and its stated constants."""
 
+from allocator_before import CachingAllocator as _Before
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,9 +85,10 @@ def test_empty_storages_take_nothing() -> None:
     assert allocator.reserved == 0 and allocator.peak_allocated == 0
 
 
-class _LinearScans(CachingAllocator):
-    """The replay as it was before it was made fast: the best fit and the removal from a free list found by
-    scanning the list. The fast one finds both by bisection; every figure must come out the same."""
+class _LinearScans(_Before):
+    """The replay as it was before it was first made fast: the best fit and the removal from a free list found by
+    scanning the list. The fast one finds both by bisection and each block by its links; every figure must come
+    out the same as this one's and as the list walk's it replaced (tests/allocator_before.py)."""
 
     def _best_fit(self, pool, size):  # type: ignore[no-untyped-def]
         candidates = self.free_blocks[pool]
@@ -101,7 +103,7 @@ class _LinearScans(CachingAllocator):
             self.free_blocks[pool].remove(entry)
 
 
-def _states(allocator: CachingAllocator, events: list[tuple[object, int, bool]]) -> list[tuple]:
+def _states(allocator: CachingAllocator | _Before, events: list[tuple[object, int, bool]]) -> list[tuple]:
     """Reserved and allocated bytes after every event, then every segment's blocks at the end."""
     seen = []
     for key, size, made in events:
@@ -123,7 +125,8 @@ def test_the_fast_replay_equals_the_linear_one_event_by_event(steps, expandable)
             live.append(number)
         else:
             events.append((live.pop(pick % len(live)), 0, False))
-    assert _states(CachingAllocator(expandable), events) == _states(_LinearScans(expandable), events)
+    now = _states(CachingAllocator(expandable), events)
+    assert now == _states(_Before(expandable), events) == _states(_LinearScans(expandable), events)
 
 
 def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monkeypatch) -> None:
@@ -139,7 +142,8 @@ def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monk
     simulate.simulate(parse_row("train-b4-s64"), resolve_model(str(TINY_MODEL)))
     assert len(traces[0]) > 1000  # a real trace: thousands of storages made and freed
     for expandable in (False, True):
-        assert _states(CachingAllocator(expandable), traces[0]) == _states(_LinearScans(expandable), traces[0])
+        now = _states(CachingAllocator(expandable), traces[0])
+        assert now == _states(_Before(expandable), traces[0]) == _states(_LinearScans(expandable), traces[0])
 
 
 def _state(allocator: CachingAllocator) -> list[tuple[str, int, list[tuple[int, int, bool]]]]:

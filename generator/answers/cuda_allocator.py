@@ -78,23 +78,56 @@ def worth_splitting(pool: str, remaining: int) -> bool:
     return remaining >= MIN_BLOCK if pool == "small" else remaining > SMALL_SIZE
 
 
-@dataclass(eq=False)  # one block is one object: list.index compares identity, not the four fields
+@dataclass(eq=False)  # one block is one object, linked to its neighbours in address order
 class Block:
     segment: int
     offset: int
     size: int
     free: bool = True
+    before: "Block | None" = field(default=None, repr=False)
+    after: "Block | None" = field(default=None, repr=False)
 
 
-@dataclass
+@dataclass(eq=False)
 class Segment:
     pool: str
     size: int
-    blocks: list[Block] = field(default_factory=list)  # in address order
+    last: Block | None = None  # the block at the highest address
+    at: dict[int, Block] = field(default_factory=dict)  # each block by its offset
+
+    @property
+    def blocks(self) -> list[Block]:
+        """The segment's blocks in address order."""
+        return sorted(self.at.values(), key=lambda block: block.offset)
+
+    def add(self, block: Block, after: Block | None) -> None:
+        """Put a new block in the segment, just after ``after`` (None: it is the first)."""
+        block.before, block.after = after, after.after if after else None
+        if after is not None:
+            after.after = block
+        if block.after is not None:
+            block.after.before = block
+        else:
+            self.last = block
+        self.at[block.offset] = block
+
+    def remove(self, block: Block) -> None:
+        """Take a block out of the segment (merged into the one before it)."""
+        if block.before is not None:
+            block.before.after = block.after
+        if block.after is not None:
+            block.after.before = block.before
+        else:
+            self.last = block.before
+        del self.at[block.offset]
 
 
 class CachingAllocator:
-    """Replays malloc and free; reports bytes reserved (segments) and allocated (live blocks), and their peaks."""
+    """Replays malloc and free; reports bytes reserved (segments) and allocated (live blocks), and their peaks.
+
+    Each free block is found by bisection in its pool's list sorted by (size, segment, offset), and by its offset
+    in its segment; a block's neighbours are linked to it, so every request and free costs a bisection, not a
+    walk of the segment (an expandable segment holds every block of its pool)."""
 
     def __init__(self, expandable: bool = False) -> None:
         self.expandable = expandable
@@ -123,13 +156,13 @@ class CachingAllocator:
             return
         self.allocated -= block.size
         segment = self.segments[block.segment]
-        index = segment.blocks.index(block)
         block.free = True
-        for neighbour in (index + 1, index - 1):  # the later one first, so index stays valid
-            if 0 <= neighbour < len(segment.blocks) and segment.blocks[neighbour].free:
-                self._merge(segment, min(index, neighbour))
-                index = min(index, neighbour)
-        self._index(segment.blocks[index], segment.pool)
+        if block.after is not None and block.after.free:  # the later one first
+            self._merge(segment, block)
+        if block.before is not None and block.before.free:
+            block = block.before
+            self._merge(segment, block)
+        self._index(block, segment.pool)
 
     def _best_fit(self, pool: str, size: int) -> Block | None:
         candidates = self.free_blocks[pool]  # sorted by size: the first at least `size` long is the best fit
@@ -137,13 +170,13 @@ class CachingAllocator:
         if position == len(candidates):
             return None
         _, segment, offset = candidates.pop(position)
-        return next(b for b in self.segments[segment].blocks if b.offset == offset)
+        return self.segments[segment].at[offset]
 
     def _grow(self, pool: str, size: int) -> Block:
         if not self.expandable:
             self.segments.append(Segment(pool, segment_size(size)))
             block = Block(len(self.segments) - 1, 0, segment_size(size))
-            self.segments[-1].blocks.append(block)
+            self.segments[-1].add(block, None)
             self._reserve(block.size)
             return block
         return self._map_pages(pool, size)
@@ -155,7 +188,7 @@ class CachingAllocator:
             self.expandable_segment[pool] = len(self.segments) - 1
         number = self.expandable_segment[pool]
         segment = self.segments[number]
-        tail = segment.blocks[-1] if segment.blocks and segment.blocks[-1].free else None
+        tail = segment.last if segment.last is not None and segment.last.free else None
         have = tail.size if tail else 0
         pages = -(-(size - have) // PAGE[pool])
         grown = pages * PAGE[pool]
@@ -163,7 +196,7 @@ class CachingAllocator:
         segment.size += grown
         if tail is None:
             tail = Block(number, segment.size - grown, 0)
-            segment.blocks.append(tail)
+            segment.add(tail, segment.last)
         else:
             self._unindex((tail.size, number, tail.offset), pool)
         tail.size += grown
@@ -176,16 +209,18 @@ class CachingAllocator:
         if worth_splitting(segment.pool, remaining):
             block.size = size
             rest = Block(block.segment, block.offset + size, remaining)
-            segment.blocks.insert(segment.blocks.index(block) + 1, rest)
+            segment.add(rest, block)
             self._index(rest, segment.pool)
 
-    def _merge(self, segment: Segment, index: int) -> None:
-        first, second = segment.blocks[index], segment.blocks[index + 1]
+    def _merge(self, segment: Segment, first: Block) -> None:
+        """Merge a free block with the free one after it."""
+        second = first.after
+        assert second is not None
         for block in (first, second):
             self._unindex((block.size, block.segment, block.offset), segment.pool)
         first.size += second.size
         first.free = True
-        del segment.blocks[index + 1]
+        segment.remove(second)
 
     def _index(self, block: Block, pool: str) -> None:
         insort(self.free_blocks[pool], (block.size, block.segment, block.offset))
