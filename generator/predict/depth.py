@@ -14,13 +14,20 @@ journal of the full depth is written from them (tracker.py's entries: made, kind
 Only then is the full depth written, with each run repeated (layers - a) times, and replayed. Where any check
 fails (a stack whose layers are not all alike, a trace that does not repeat) there is no fast answer and the
 caller simulates the full depth. The answers are the full simulation's, byte for byte, on every architecture
-and set-up tests/test_depth.py runs."""
+and set-up tests/test_depth.py runs.
+
+What steps 1 to 3 find is the stack's shape (``shape``). A batch only changes the sizes of a trace, so another
+batch of the same row needs only depths a and a+1 (``extend_like``): where their entries name storages as the
+shape's did and depth a+1 inserts its runs at the same places, the full depth is written with the shape's rules;
+where they differ, there is no answer from the shape and the caller takes the four depths."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 Token = tuple[Any, ...]
+Journal = Sequence[tuple[Any, ...]]  # a tracker's entries (tracker.py)
 Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)
 WINDOWS = (64, 32, 16, 8)  # entries that must agree again after an inserted run: as many as the next run allows
 
@@ -181,16 +188,27 @@ def _repeated(base: list[Token], longer: list[Token], runs: list[tuple[int, int,
     return [_token(label, base, longer, runs) for label in _labels(len(base), runs, copies)] == tokens
 
 
-def repeats(journals: Sequence[Sequence[tuple[Any, ...]]]) -> bool:
+def repeats(journals: Sequence[Journal]) -> bool:
     """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts (the first check of extend)."""
     base, longer, two = (_tokens(journal)[0] for journal in journals)
     runs = _runs(base, longer)
     return runs is not None and bool(runs) and _repeated(base, longer, runs, two, 2)
 
 
-def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[tuple[Any, ...]] | None:
-    """The journal at depth a + copies, from the journals at depths a to a+3; None where they do not repeat."""
-    (base, _), (longer, _), (two, two_names), (three, three_names) = (_tokens(j) for j in journals)
+@dataclass(frozen=True)
+class Shape:
+    """How a stack's trace repeats, read off depths a to a+3 of one row at one batch: the runs that depth a+1
+    inserts into depth a, the rule by which each naming entry names its storage, and which made entry each
+    naming entry of depths a and a+1 names (another batch's must name the same for the shape to serve it)."""
+
+    names: tuple[tuple[int | None, ...], tuple[int | None, ...]]
+    runs: tuple[tuple[int, int, int], ...]
+    rules: dict[Label, tuple[Any, ...]]
+
+
+def shape(journals: Sequence[Journal]) -> Shape | None:
+    """The shape of the journals at depths a to a+3; None where they do not repeat."""
+    (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = (_tokens(j) for j in journals)
     runs = _runs(base, longer)
     if runs is None or not runs:
         return None
@@ -202,7 +220,26 @@ def extend(journals: Sequence[Sequence[tuple[Any, ...]]], copies: int) -> list[t
     check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
     if check is None or _tokens(check)[1] != two_names:
         return None
-    return _journal(_labels(len(base), runs, copies), base, longer, runs, rules, copies)
+    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules)
+
+
+def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
+    """The journal at depth a + copies, from the journals at depths a to a+3; None where they do not repeat."""
+    found = shape(journals)
+    return None if found is None else extend_like(found, journals[:2], copies)
+
+
+def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
+    """The journal at depth a + copies from the journals at depths a and a+1 of another batch, by a shape read
+    at one batch; None where their entries name other storages than the shape's, or depth a+1 inserts its runs
+    elsewhere."""
+    (base, base_names), (longer, longer_names) = (_tokens(journal) for journal in journals)
+    if (tuple(base_names), tuple(longer_names)) != found.names:
+        return None
+    runs = _runs(base, longer)
+    if runs is None or tuple(runs) != found.runs:
+        return None
+    return _journal(_labels(len(base), runs, copies), base, longer, runs, found.rules, copies)
 
 
 def arithmetic(values: Sequence[int], copies: int) -> int | None:

@@ -9,7 +9,7 @@ buffers, the token batch and AdamW's scalar step counters count with activations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from generator.answers.cuda_allocator import replay
@@ -144,23 +144,48 @@ def model_facts(prepared: Prepared, row: RowSpec) -> ModelFacts:
 
 
 PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
+Simulated = tuple[StorageTracker, ModelFacts, bool]  # a finished run's tracker, the model's counts, and whether
+# the experts went through transformers' fallback op
 
 
-def simulate_full(row: RowSpec, source: ModelSource, program: Program) -> tuple[StorageTracker, ModelFacts, bool]:
+def simulate_full(row: RowSpec, source: ModelSource, program: Program) -> Simulated:
     """The row's steps at the model's full depth, as the program runs them."""
     tracker, prepared, rerouted = _run(row, source, program)
     return tracker, model_facts(prepared, row), rerouted
 
 
+@dataclass(frozen=True)
+class KnownShape:
+    """How a row's stack repeats, read at one batch (depth.shape), with the model's counts the small depths gave."""
+
+    first: int  # the first of the small depths
+    shape: depth.Shape
+    facts: tuple[ModelFacts, ModelFacts]  # at depths first and first + 1, which another batch's must equal
+    full: ModelFacts  # at the full depth
+    rerouted: bool
+
+
+# The shapes read in this process, by config, LoRA targets, row but its batch, and program: another batch of the
+# row needs two small depths instead of four (simulate_like). fit's search asks one row at several batches.
+SHAPES: dict[tuple[Any, ...], KnownShape] = {}
+
+
+def _shape_key(row: RowSpec, source: ModelSource, program: Program) -> tuple[Any, ...]:
+    return source.config_sha256, source.lora_targets, replace(row, batch_size=0), program
+
+
 def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
-                      worth: int = 0) -> tuple[StorageTracker, ModelFacts, bool] | None:
-    """The same as simulate_full, from the row's steps at four small depths (generator/predict/depth.py),
-    starting from one layer, else from two (a stack of none is no start: its rotary tables, kept by no layer,
-    are freed early); None where the stack has fewer than ``worth`` layers, is too shallow for the small
-    depths, or its trace does not repeat."""
+                      worth: int = 0) -> Simulated | None:
+    """The same as simulate_full, from another batch's shape of the row (simulate_like), else from the row's
+    steps at four small depths (generator/predict/depth.py), starting from one layer, else from two (a stack of
+    none is no start: its rotary tables, kept by no layer, are freed early); None where the stack has fewer than
+    ``worth`` layers, is too shallow for the small depths, or its trace does not repeat."""
     layers = load_config(source).num_hidden_layers
     if layers < worth:
         return None
+    found = simulate_like(row, source, program)
+    if found is not None:
+        return found
     for first in FIRST_LAYERS:
         if layers < first + DEPTHS + 1:
             return None
@@ -170,15 +195,32 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     return None
 
 
+def simulate_like(row: RowSpec, source: ModelSource, program: Program) -> Simulated | None:
+    """The same as simulate_full, from two small depths and the shape read at another batch of the row in this
+    process (depth.extend_like); None where there is none, or it does not serve this batch."""
+    known = SHAPES.get(_shape_key(row, source, program))
+    if known is None:
+        return None
+    runs = [_run(row, source, program, known.first + extra) for extra in range(2)]
+    facts = tuple(model_facts(prepared, row) for _, prepared, _ in runs)
+    if facts != known.facts or any(rerouted != known.rerouted for _, _, rerouted in runs):
+        return None
+    layers = load_config(source).num_hidden_layers
+    journal = depth.extend_like(known.shape, [tracker.journal for tracker, _, _ in runs], layers - known.first)
+    return None if journal is None else (StorageTracker.replay(journal), known.full, known.rerouted)
+
+
 def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int,
-              first: int) -> tuple[StorageTracker, ModelFacts, bool] | None:
+              first: int) -> Simulated | None:
     runs = []
     for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
         runs.append(_run(row, source, program, first + extra))
         if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
             return None
-    journal = depth.extend([tracker.journal for tracker, _, _ in runs], layers - first)
-    if journal is None:
+    journals = [tracker.journal for tracker, _, _ in runs]
+    shape = depth.shape(journals)
+    journal = None if shape is None else depth.extend_like(shape, journals[:2], layers - first)
+    if shape is None or journal is None:
         return None
     facts = [model_facts(prepared, row) for _, prepared, _ in runs]
     counts = [depth.arithmetic([getattr(f, name) for f in facts], layers - first)
@@ -187,6 +229,7 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int,
         return None
     deepest = facts[-1]
     full = ModelFacts(*counts[:2], deepest.lora_targets, counts[2], deepest.whole, deepest.experts)  # type: ignore
+    SHAPES[_shape_key(row, source, program)] = KnownShape(first, shape, (facts[0], facts[1]), full, runs[-1][2])
     return StorageTracker.replay(journal), full, runs[-1][2]
 
 
