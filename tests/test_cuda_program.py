@@ -1,6 +1,6 @@
 """The GPU's program in the simulation (generator/predict/cuda_program.py): CUDA's SDPA backend, CUDA
-autocast's lists, bitsandbytes' fused update and torch AdamW's multi-tensor update, each checked against what
-PyTorch's and bitsandbytes' sources say, with expectations worked out by hand."""
+autocast's lists and bitsandbytes' fused update, each checked against what PyTorch's and bitsandbytes' sources
+say, with expectations worked out by hand."""
 
 import pytest
 import torch
@@ -92,26 +92,6 @@ def test_the_8bit_update_is_fused_on_a_gpu() -> None:
     fused = _run(row, source, CUDA)[0].phase_peaks["optimizer"]
     cpu_update = _run(row, source, CUDA_SDPA_ONLY)[0].phase_peaks["optimizer"]
     assert fused < cpu_update
-
-
-def test_adamw_steps_every_parameter_at_once_on_a_gpu() -> None:
-    """torch's AdamW takes its multi-tensor update where the parameters are on CUDA: the square roots of every
-    second moment exist at once, so step 1's optimizer phase holds the weights, gradients, both moments and one
-    more copy of the weights (fp32: 20 bytes a parameter); the CPU's update holds one parameter's at a time."""
-    row, source = parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL))
-    on_gpu, on_cpu = _run(row, source, CUDA), _run(row, source, CUDA_SDPA_ONLY)
-    weights = sum(p.numel() * 4 for p in on_gpu[1].model.parameters())
-    largest = max(p.numel() * 4 for p in on_gpu[1].model.parameters())
-    assert on_gpu[0].phase_peaks["optimizer"] >= 5 * weights
-    assert on_cpu[0].phase_peaks["optimizer"] < 4 * weights + 3 * largest
-
-
-def test_a_sharded_rows_adamw_steps_its_shards_one_parameter_at_a_time() -> None:
-    """Each card of a sharded row steps its own shards (FSDP2), or DeepSpeed's fused Adam does: the GPU's
-    program leaves its AdamW's update as it is."""
-    row, source = parse_row("train-b2-s64-zero3x4"), resolve_model(str(TINY_MODEL))
-    assert _run(row, source, CUDA)[0].phase_peaks["optimizer"] == _run(row, source, CUDA_SDPA_ONLY)[0].phase_peaks[
-        "optimizer"]
 
 
 def test_a_predictions_gpu_figures_replay_the_gpu_programs_allocations() -> None:

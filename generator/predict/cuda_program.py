@@ -21,13 +21,7 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    forward that gradient checkpointing recomputes in backward gets the CPU's lists: no function mode is on
    there. No set-up the site answers combines the two.)
 3. **bitsandbytes' 8-bit optimizer update** is CUDA's fused kernel, in place, with none of the CPU update's
-   fp32 temporaries (generator/quantize.py ``bitsandbytes_cpu_updates`` is the CPU's program).
-4. **torch's AdamW steps every parameter at once** (``torch/optim/optimizer.py`` ``_default_to_fused_or_foreach``,
-   torch 2.13): where every parameter is on CUDA, AdamW takes its multi-tensor (foreach) update by default, which
-   makes the square roots of the second moments for every parameter of a group before it divides by them: a
-   temporary as large as the trainable parameters, in their dtype. On a CPU it takes the single-tensor update,
-   one parameter's temporaries at a time. Not for a sharded row: there each card steps its own shards (FSDP2),
-   or DeepSpeed's fused Adam steps them, and the single-tensor update's one parameter at a time stays."""
+   fp32 temporaries (generator/quantize.py ``bitsandbytes_cpu_updates`` is the CPU's program)."""
 
 import contextlib
 from collections import Counter
@@ -36,16 +30,14 @@ from typing import Any, NamedTuple
 
 
 class Program(NamedTuple):
-    """Which of CUDA's four decisions a simulation applies: all of them for a GPU figure, none for the CPU's."""
+    """Which of CUDA's three decisions a simulation applies: all of them for a GPU figure, none for the CPU's."""
 
     sdpa: bool
     autocast: bool
     fused_update: bool
-    foreach_update: bool
 
 
-CPU, CUDA = Program(False, False, False, False), Program(True, True, True, True)
-CUDA_SDPA_ONLY = Program(True, False, False, False)
+CPU, CUDA, CUDA_SDPA_ONLY = Program(False, False, False), Program(True, True, True), Program(True, False, False)
 # The SDPA backends chosen since the counter was last cleared, each call counted: what the programs report
 # (generator/predict/programs.py) names as the ops that differ.
 BACKENDS_CHOSEN: Counter[str] = Counter()
@@ -191,17 +183,6 @@ def _autocast_mode(dtype: Any) -> Any:
                 return func(*args, **kwargs)
 
     return Autocast()
-
-
-def multi_tensor_update(optimizer: Any, row: Any) -> None:
-    """Have torch's AdamW step as it does on CUDA, every parameter of a group at once (decision 4); a sharded
-    row's, bitsandbytes' and an inference row's (None) are left as they are."""
-    import torch
-
-    if row.sharding or not isinstance(optimizer, torch.optim.AdamW):
-        return
-    for group in optimizer.param_groups:
-        group["foreach"] = True
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from generator.matrix import RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
 from generator.predict import depth
-from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode, multi_tensor_update
+from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card, share, whole_units
@@ -42,11 +42,8 @@ from generator.store.simulations import SimulationKey
 # does (before it, every prompt position's logits were kept, 2.6x too cautious for a large vocabulary).
 # "CUDA's program for GPU figures": since the GPU reserve replays a simulation of what CUDA runs (its SDPA backend,
 # its autocast lists, bitsandbytes' fused update); before it, the CPU's program stood in for it.
-# "AdamW's multi-tensor update on CUDA": since the GPU's program steps torch's AdamW as CUDA does by default, every
-# parameter's temporaries at once (before it, one parameter's at a time, as on the CPU: a full fine-tune's GPU
-# reserve was short by up to the trainable parameters' bytes, 12.1 GiB of Llama-2-7b's bf16 row at 512 tokens).
 METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
-          "CUDA's program for GPU figures, AdamW's multi-tensor update on CUDA")
+          "CUDA's program for GPU figures")
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
 SIMULATOR_MODULES = ("generator.predict.simulate", "generator.answers.cuda_allocator", "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
@@ -114,8 +111,6 @@ def _run(row: RowSpec, source: ModelSource, program: Program,
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
     prepared.autocast = cuda_autocast if program.autocast else None
-    if program.foreach_update:
-        multi_tensor_update(prepared.optimizer, row)
     with (fake, contextlib.nullcontext() if program.fused_update else bitsandbytes_cpu_updates(row), tracker.mode(),
           experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
           cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
