@@ -229,6 +229,12 @@ def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | 
     return None if found is None else extend_like(found, journals[:2], copies)
 
 
+def names_like(found: Shape, journal: Journal) -> bool:
+    """Whether depth a's entries (of another batch) name storages as the shape's depth a did: the first check of
+    extend_like, which a batch that takes other paths fails before depth a+1 is run."""
+    return tuple(_tokens(journal)[1]) == found.names[0]
+
+
 def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
     """The journal at depth a + copies from the journals at depths a and a+1 of another batch, by a shape read
     at one batch; None where their entries name other storages than the shape's, or depth a+1 inserts its runs
