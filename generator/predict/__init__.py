@@ -1,8 +1,9 @@
 """The predict stage: memory by simulation under FakeTensorMode, through the worker's own steps.
 
-- ``simulate``: one row's tensor memory; ``rows``: the `predict` command's rows, rendering and --record.
+- ``simulate``: one row's tensor memory; ``fake_run``: one run of its steps under FakeTensorMode; ``rows``:
+  the `predict` command's rows, rendering and --record.
 - ``tracker``: the live storages through a simulation, as a journal that replays to its figures; ``depth``:
-  the fast path, a deep stack's journal written from four small depths.
+  the fast path, a deep stack's journal written from four small depths (two, for another batch of a row).
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.
 - ``benchmark``: predict's own speed and memory, recorded.
 - ``sharding``: one card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the

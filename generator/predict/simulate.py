@@ -7,7 +7,6 @@ phase that sets it, and how the peak splits into weights, gradients, AdamW state
 temporaries. Gradients are recognised as they are accumulated, AdamW's moments once a step has made them;
 buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
 
-import contextlib
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,22 +15,17 @@ from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec
 from generator.measure.method import code_hash
-from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
+from generator.model_source import ModelError, ModelSource, load_config
 from generator.predict import depth
-from generator.predict.cuda_program import CPU, CUDA, Program, cuda_autocast, cuda_sdpa_mode
-from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
+from generator.predict.cuda_program import CPU, CUDA, Program
+from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.sharding import METHOD as SHARDING_METHOD
-from generator.predict.sharding import per_card, share, whole_units
+from generator.predict.sharding import per_card
 from generator.predict.tracker import StorageTracker
 from generator.quantize import (
-    bitsandbytes_cpu_updates,
-    bitsandbytes_fake_friendly,
     import_bitsandbytes,
-    parameter_count,
-    quantization_tensors,
     uses_bitsandbytes,
 )
-from generator.steps import Prepared, prepare, run_steps
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
 from generator.store.simulations import SimulationKey
@@ -45,7 +39,8 @@ from generator.store.simulations import SimulationKey
 METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
           "CUDA's program for GPU figures")
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
-SIMULATOR_MODULES = ("generator.predict.simulate", "generator.answers.cuda_allocator", "generator.steps",
+SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run", "generator.answers.cuda_allocator",
+                     "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
                      "generator.predict.tracker", "generator.predict.depth")
@@ -54,93 +49,6 @@ FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
 
-
-def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
-    """Count what exists before the steps, and learn gradients and optimizer state as they appear."""
-    model = prepared.model
-    for tensor in [*model.parameters(), *quantization_tensors(model)]:  # a 4-bit base's scales are its weights
-        tracker.classify(tensor, "weights")
-    for tensor in [*model.buffers(), prepared.batch]:  # rotary tables, masks, the tokens: the rest
-        tracker.track(tensor)
-    for parameter in model.parameters():
-        if parameter.requires_grad:
-            parameter.register_post_accumulate_grad_hook(lambda p: tracker.classify(p.grad, "gradients"))
-    if prepared.optimizer is not None:
-        def state_made(optimizer: Any, *_: Any) -> None:
-            for state in optimizer.state.values():
-                for value in state.values():  # the two moments; the scalar step counters stay in the rest
-                    if hasattr(value, "untyped_storage") and value.dim() > 0:
-                        tracker.classify(value, "optimizer")
-        prepared.optimizer.register_step_post_hook(state_made)
-
-
-def _has_experts(model: Any) -> bool:
-    return any(hasattr(module, "num_experts") for module in model.modules())
-
-
-def _config(source: ModelSource, layers: int | None) -> Any:
-    """The model's config, or the same config cut to its first ``layers`` decoder layers (with every per-layer
-    list cut to match)."""
-    config = load_config(source)
-    if layers is not None:
-        full = config.num_hidden_layers
-        for name, value in list(vars(config).items()):
-            if isinstance(value, list) and len(value) == full and name != "architectures":
-                setattr(config, name, value[:layers])
-        config.num_hidden_layers = layers
-    return config
-
-
-def _run(row: RowSpec, source: ModelSource, program: Program,
-         layers: int | None = None) -> tuple[StorageTracker, Prepared, bool]:
-    """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
-    the row's steps as the program runs them (generator/predict/cuda_program.py), tracking storages. Returns
-    the tracker, the prepared row, and whether the experts went through transformers' fallback op."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers import AutoModelForCausalLM
-
-    tracker, fake = StorageTracker(), FakeTensorMode()
-    with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
-        try:
-            model = AutoModelForCausalLM.from_config(_config(source, layers),
-                                                     **{dtype_argument(): getattr(torch, row.dtype)})
-        except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
-            raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
-                             f"({one_line_error(error)})") from None
-        model.tie_weights()
-        prepared = prepare(model, row, lora_targets=source.lora_targets)
-    prepared.autocast = cuda_autocast if program.autocast else None
-    with (fake, contextlib.nullcontext() if program.fused_update else bitsandbytes_cpu_updates(row), tracker.mode(),
-          experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
-          cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
-        _watch(tracker, prepared)
-        run_steps(row, prepared, tracker.enter)
-    tracker.finish()
-    return tracker, prepared, rerouted
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What a prediction reads of the prepared model, beside the traces."""
-
-    parameters: int
-    trainable: int
-    lora_targets: str
-    quantization_bytes: int
-    whole: dict[str, int]  # what a card of a sharded row holds in full (sharding.whole_units); {} unsharded
-    experts: bool
-
-
-def model_facts(prepared: Prepared, row: RowSpec) -> ModelFacts:
-    """The prepared model's counts, its sharding units and whether it has experts."""
-    model, parameters = prepared.model, list(prepared.model.parameters())
-    quantization = {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in quantization_tensors(model)}
-    return ModelFacts(parameters=sum(parameter_count(p) for p in parameters),
-                      trainable=sum(p.numel() for p in parameters if p.requires_grad),
-                      lora_targets=" ".join(prepared.lora_targets),
-                      quantization_bytes=sum(share(size, "weights", row) for size in quantization.values()),
-                      whole=whole_units(model, row) if row.sharding else {}, experts=_has_experts(model))
 
 
 PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
