@@ -11,8 +11,8 @@ from generator.predict.simulate import StorageTracker, simulate
 
 
 def _traced(row_id: str) -> StorageTracker:
-    """The tracker of a simulation of the tiny llama, kept for replays."""
-    import generator.predict.simulate as simulation
+    """The tracker of a simulation of the tiny llama, kept for replays (fake_run makes each run's tracker)."""
+    import generator.predict.fake_run as simulation
 
     kept: list[StorageTracker] = []
     original = simulation.StorageTracker
