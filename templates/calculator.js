@@ -76,7 +76,7 @@
     return bytes.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",") + " bytes";
   }
   function answer(curve, budget, target) {
-    var peak = peakFunction(curve, target), limit = BigInt(data.limit);
+    var peak = peakFunction(curve, target), limit = BigInt(curve.limit);
     var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));
     var batch = largestBatch(peak, usable, limit), shown = batch > 0n ? batch : 1n;
     var text = batch === 0n
@@ -96,10 +96,21 @@
     data.curves.forEach(function (c) { if (seen.indexOf(c.model) < 0) { seen.push(c.model); } });
     return seen;
   }
+  function fillLengths() {  // the lengths recorded for the model, the tables' first where it has it
+    var select = $("calc-seq"), chosen = select.value || String(data.seq_len), seen = [];
+    select.textContent = "";
+    data.curves.forEach(function (c) {
+      if (c.model === $("calc-model").value && seen.indexOf(c.seq) < 0) { seen.push(c.seq); }
+    });
+    seen.sort(function (a, b) { return a - b; })
+      .forEach(function (n) { option(select, String(n), n.toLocaleString("en-US") + " tokens"); });
+    select.value = chosen;
+    if (!select.value && select.options.length) { select.selectedIndex = 0; }
+  }
   function fillKinds() {
     var select = $("calc-kind"), chosen = select.value;
     select.textContent = "";
-    data.curves.filter(function (c) { return c.model === $("calc-model").value; })
+    data.curves.filter(function (c) { return c.model === $("calc-model").value && String(c.seq) === $("calc-seq").value; })
       .forEach(function (c) { option(select, c.kind, c.kind); });
     if (chosen) { select.value = chosen; }
     if (!select.value && select.options.length) { select.selectedIndex = 0; }
@@ -112,7 +123,8 @@
   function update() {
     $("calc-typed-label").hidden = $("calc-card").value !== "typed";
     var curve = data.curves.filter(function (c) {
-      return c.model === $("calc-model").value && c.kind === $("calc-kind").value;
+      return c.model === $("calc-model").value && c.kind === $("calc-kind").value &&
+        String(c.seq) === $("calc-seq").value;
     })[0];
     var budget = budgetBytes(), out = $("calc-answer"), target = $("calc-target").value;
     if (!curve || budget === null) {
@@ -122,7 +134,7 @@
       return;
     }
     var found = answer(curve, budget, target);
-    out.textContent = curve.model + ", " + curve.kind + ", " + data.seq_len.toLocaleString("en-US") +
+    out.textContent = curve.model + ", " + curve.kind + ", " + curve.seq.toLocaleString("en-US") +
       " tokens, in " + gib(budget, 2) + (target === "gpu" ? " on a GPU (simulated): " : " on this CPU machine: ") +
       found.text + ".";
     out.dataset.batch = found.batch.toString();
@@ -140,8 +152,10 @@
   $("calc-typed").min = $("calc-typed").step = String(data.typed[0]);
   $("calc-typed").max = String(data.typed[1]);
   $("calc-typed").value = String(data.card);
+  fillLengths();
   fillKinds();
-  $("calc-model").addEventListener("change", function () { fillKinds(); update(); });
+  $("calc-model").addEventListener("change", function () { fillLengths(); fillKinds(); update(); });
+  $("calc-seq").addEventListener("change", function () { fillKinds(); update(); });
   ["calc-kind", "calc-card", "calc-target", "calc-typed"].forEach(function (id) {
     $(id).addEventListener("input", update);
     $(id).addEventListener("change", update);

@@ -305,7 +305,7 @@ def _python_answer(calculator: dict, model: str, kind: str, budget: int, target:
     from generator.store.fit_table import Curve, FitTable
 
     curve = next(c for c in calculator["curves"] if c["model"] == model and c["kind"] == kind)
-    table = FitTable(libraries="", environment="", seq_len=calculator["seq_len"], curves=(Curve(
+    table = FitTable(libraries="", environment="", seq_len=curve["seq"], curves=(Curve(
         model=model, config_sha256="", parameters=0, kind=kind, row=curve["row"],
         batches=tuple(int(v) for v in curve["batches"]), tensor_bytes=tuple(int(v) for v in curve["tensor"]),
         cuda_bytes=tuple(int(v) for v in curve["cuda"])),), example=(), seconds=0.0, simulator="")

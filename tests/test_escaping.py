@@ -52,7 +52,7 @@ class _Page(HTMLParser):
 
 CALCULATOR = re.compile(r'<section id="calculator".*?</section>\n<script type="application/json" '
                         r'id="calculator-data">(?P<data>.*?)</script>\n<script>\n(?P<code>.*?)\n</script>', re.S)
-CALCULATOR_TAGS = {"section", "h2", "p", "form", "label", "select", "option", "input"}
+CALCULATOR_TAGS = {"section", "h2", "p", "code", "form", "label", "select", "option", "input"}
 
 
 def _without_calculator(html: str) -> str:

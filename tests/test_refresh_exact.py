@@ -83,35 +83,71 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
         cuda_reserved_bytes=88 + len("Llama-2-7b"))
     asked: list[tuple] = []
     monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
+    monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(  # b's positions stop at 512
+        name=name, config_sha256=name, max_positions=512 if name == "b" else 0))
     monkeypatch.setattr(curves, "sharded_model", lambda: SimpleNamespace(name="big"))
-    monkeypatch.setattr(curves, "curve", lambda source, kind, seq_len, row="": asked.append(
-        (source.name, kind, seq_len, row)) or (None if kind == "QLoRA" else kind))
+    monkeypatch.setattr(curves, "curve", lambda source, kind, seq_len, row="", edges=(): asked.append(
+        (source.name, kind, seq_len, row, edges)) or (None if kind == "QLoRA" else SimpleNamespace(
+            kind=kind, seq_len=seq_len, name=source.name)))
     monkeypatch.setattr(curves, "example_row", lambda task, row: (task, row))
     clock = iter([100.0, 112.345])
     monkeypatch.setattr(curves.time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [
         function(*t) for t in tasks] if workers == 3 else pytest.fail(f"workers {workers}"))
-    table = curves.site_curves(ENV, seq_len=512, workers=3)
+    table = curves.site_curves(ENV, 3, ("edge",), (512, 1024))  # type: ignore[arg-type]
     assert table.seconds == 12.3
     kinds = list(curves.KINDS)
-    assert asked[:2 * len(kinds)] == [(name, kind, 512, "") for name in ("a", "b") for kind in kinds]
-    assert asked[2 * len(kinds):] == [("big", kind, 512, row) for kind, row in curves.SHARDED_SETUPS]
-    assert table.curves == tuple(kind for _ in "ab" for kind in kinds if kind != "QLoRA")
-    assert table.sharded == tuple(kind for kind, _ in curves.SHARDED_SETUPS if kind != "QLoRA")
+    wanted = [(name, n) for n in (512, 1024) for name in ("a", "b") if (name, n) != ("b", 1024)]
+    plain = [(name, kind, n, "", ("edge",)) for name, n in wanted for kind in kinds]
+    assert asked[:len(plain)] == plain
+    assert asked[len(plain):] == [("big", kind, 1024, row, ()) for kind, row in curves.SHARDED_SETUPS]
+    made = [(name, kind, n) for name, n in wanted for kind in kinds if kind != "QLoRA"]
+    assert [(c.name, c.kind, c.seq_len) for c in table.curves] == [m for m in made if m[2] == 1024]  # type: ignore
+    assert [(c.name, c.kind, c.seq_len) for c in table.other_lengths] == [m for m in made if m[2] == 512]  # type: ignore
+    assert [c.kind for c in table.sharded] == [kind for kind, _ in curves.SHARDED_SETUPS if kind != "QLoRA"]  # type: ignore
+    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
+    monkeypatch.setattr(curves.time, "perf_counter", lambda: 0.0)
+    asked.clear()
+    assert curves.site_curves(ENV).seq_len == 1024 and {a[2] for a in asked} == {1024}  # the page's length alone
     assert table.example == curves.EXAMPLE_ROWS
     assert (table.libraries, table.environment, table.seq_len, table.simulator) == (
-        "torch 2.13, transformers 5.24, peft 0.21", "cpu-x", 512, METHOD)
-    monkeypatch.setattr(curves.time, "perf_counter", lambda: 0.0)
-    monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
-    assert curves.site_curves(ENV).seq_len == 1024
+        "torch 2.13, transformers 5.24, peft 0.21", "cpu-x", 1024, METHOD)
+
+
+def test_a_recorded_curve_pins_each_card_so_the_chord_answers_as_fit_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A convex reserve curve, a card's usable budget between doubled batches: the curve gains the answer and
+    the batch after it, so the chord's largest batch at each card is the one fit's search finds on the real
+    peaks, while a chord of the doubled batches alone answers less at some card."""
+    from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+    from generator.answers.fit import largest_batch
+    from generator.budget import ProcessModel
+    from generator.matrix import batch_limit
+
+    real = {b: 3 * GIB + b * 40 * 2**20 + b * b * 2**16 for b in range(1, 2049)}  # reserve = peak + 1,000
+    monkeypatch.setattr(curves, "try_simulate", _simulator(real, []))
+    edges = curves.calculator_edges(ProcessModel(0.0, 0.0, 0, ""))
+    plain = curves.curve(SOURCE, "inference", 256)  # type: ignore[arg-type]
+    pinned = curves.curve(SOURCE, "inference", 256, edges=edges)  # type: ignore[arg-type]
+    assert plain is not None and pinned is not None and set(plain.batches) < set(pinned.batches)
+    lost, limit = 0, batch_limit(256)
+    for edge in edges:
+        def needs(b: int) -> int:
+            return real[b] + 1000 + CUDA_CONTEXT_BYTES
+        fit_answer = largest_batch(needs, edge.usable, limit)
+        assert largest_batch(lambda b: pinned.cuda_at(b) + CUDA_CONTEXT_BYTES, edge.usable, limit) == fit_answer
+        assert {fit_answer, fit_answer + 1} <= set(pinned.batches)
+        lost += largest_batch(lambda b: plain.cuda_at(b) + CUDA_CONTEXT_BYTES, edge.usable, limit) < fit_answer
+    assert lost > 0
 
 
 def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulator: str = METHOD,
-           configs: tuple[str, ...] = ("a", "b")) -> FitTable:
-    made = tuple(Curve(model=c, config_sha256=c, parameters=1, kind="k", row="r", batches=(1, 2),
-                       tensor_bytes=(1, 2)) for c in configs)
-    return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024, curves=made, example=(),
-                    simulator=simulator)
+           configs: tuple[str, ...] = ("a", "b"), lengths: tuple[int, ...] = curves.CALCULATOR_LENGTHS) -> FitTable:
+    made = tuple(Curve(model=c, config_sha256=c, parameters=1, kind="k", row=f"infer-b{{b}}-s{n}", batches=(1, 2),
+                       tensor_bytes=(1, 2)) for c in configs for n in lengths)
+    return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024,
+                    curves=tuple(c for c in made if c.seq_len == 1024), example=(), simulator=simulator,
+                    other_lengths=tuple(c for c in made if c.seq_len != 1024))
+
 
 
 def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -123,7 +159,7 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
     monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
                         folder / "_fit.toml")
     for found, current in ((_table(), True), (_table(simulator="old"), False), (_table(configs=("a",)), False),
-                           (_table(libraries="torch 2.12"), False), (None, False)):
+                           (_table(libraries="torch 2.12"), False), (_table(lengths=(1024,)), True), (None, False)):
         monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found
                             if (root, environment) == (tmp_path, ENV) else pytest.fail("find_fit's arguments"))
         saved.clear()
@@ -383,7 +419,8 @@ def test_the_calculators_curve_without_a_recipe_says_none() -> None:
     curve = Curve(model="m", config_sha256="c", parameters=1, kind="a kind of its own", row="train-b{b}-s512",
                   batches=(1, 2), tensor_bytes=(1, 2), cuda_bytes=(3, 4))
     table = FitTable(libraries="t", environment="e", seq_len=512, curves=(curve,), example=())
-    (found,) = json.loads(calculator_data(table, ProcessModel(0.1, 5.0, 3, ""), {"gpu": 0.1}, (8,), 8).text)["curves"]
+    data = calculator_data(table, (), ProcessModel(0.1, 5.0, 3, ""), {"gpu": 0.1}, (8,), 8)
+    (found,) = json.loads(data.text)["curves"]
     assert found["recipe"] == "" and found["cuda"] == ["3", "4"]
 
 

@@ -9,6 +9,13 @@ from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.budget import ProcessModel
 from generator.store.records import CpuPart, CudaPart, Prediction
 
+# The budgets the site answers, and its calculator offers: cards in two groups (a consumer card's 8 to 24 GiB; the
+# A100 40 GiB, A100 and H100 80 GiB, L40S 48 GiB), and two CPU machines' memory; on a GPU a stated margin, as the
+# allocator model is not validated on a device
+GPU_GROUPS_GIB = ((8, 12, 16, 24), (40, 48, 80))
+CPU_BUDGETS_GIB = (32, 64)
+GPU_MARGIN = 0.10
+
 
 @dataclass(frozen=True)
 class FitAnswer:
@@ -63,6 +70,12 @@ def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
         fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
         if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
             too_big = first + 1
+    return narrow(peak, fits, too_big, usable, limit)
+
+
+def narrow(peak: Callable[[int], int], fits: int, too_big: int, usable: int, limit: int) -> int:
+    """The largest batch that fits, from a bracket: ``fits`` is known to fit, ``too_big`` not to (or is limit
+    + 1); interpolating, and bisecting once after a guess that left more than half the bracket."""
     halve = False  # after a guess that left more than half the bracket, bisect once (the Illinois idea)
     while too_big - fits > 1:
         width = too_big - fits

@@ -10,7 +10,7 @@ from generator.cli.gpu_kit import run_gpu
 from generator.cli.parser import UsageError
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
-from generator.matrix import DEFAULT_ROWS, Mode, RowError, RowSpec, select_rows, under_allocators
+from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, Mode, RowError, RowSpec, select_rows, under_allocators
 
 EXIT_FAILED_ROWS = 1
 EXIT_INTERRUPTED = 130
@@ -230,26 +230,24 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    """`fit`: answers for one budget, or --record the site's table."""
+    """`fit`: answers for one budget, or --record curves: the site's, or with --model that model's."""
     from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
-    from generator.predict.curves import site_curves
     from generator.predict.fit import Predictor, fit, validated_margin
     from generator.predict.fit_report import render_json, render_text
     from generator.predict.parallel import default_workers
-    from generator.store.fit_table import save_fit
 
     environment = collect_environment()
     model = _process_model(args.measurements, args.allocator)
     workers = args.jobs or default_workers()
-    if args.record and (args.gpus != 1 or args.sharding):
-        raise UsageError("--record simulates the site's curves (the 70B's sharded ones among them); it takes no "
+    if args.record and (args.gpus != 1 or args.sharding or args.budget is not None):
+        raise UsageError("--record simulates curves for every budget the site lists; it takes no --budget, "
                          "--gpus or --sharding")
     if args.record:
-        path = save_fit(site_curves(environment, workers=workers), args.measurements / environment.id)
-        print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
-              f"environment with these library versions", file=sys.stderr)
-        return 0
+        from generator.cli.record import record_curves
+
+        return record_curves(args, environment, model, workers)
+    args.seq = args.seq or DEFAULT_SEQ_LEN
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
     if args.margin is not None and args.margin >= 1:

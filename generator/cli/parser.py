@@ -197,7 +197,10 @@ def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
 
 def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit = commands.add_parser("fit", help="the largest batch that fits a budget, by simulation",
-                              parents=[shared[name] for name in ("model", "seq", "lora", "measurements")])
+                              parents=[shared[name] for name in ("model", "lora", "measurements")])
+    fit.add_argument("--seq", type=positive_int, default=None,
+                     help=f"sequence length (default: {DEFAULT_SEQ_LEN}; with --model and --record, each length the "
+                     "fit page's calculator offers that the model's positions allow)")
     fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
     _allocator(fit, "the allocator whose measured overhead the answers add")
     fit.add_argument("--target", choices=("cpu", "gpu", "gpu-expandable"), default="cpu",
@@ -222,7 +225,8 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
                      help="measure two real steps at each answer and at the next batch, where they fit this machine")
     fit.add_argument("--record", action="store_true",
                      help="instead: simulate every shipped config's tensor-peak curves into this environment's "
-                     "_fit.toml, from which the site answers every card it lists")
+                     "_fit.toml, from which the site answers every card it lists; with --model, that model's "
+                     "curves into _curves/, which the next build offers in the fit page's calculator")
 
 
 def _diff(commands: argparse._SubParsersAction, shared: dict) -> None:

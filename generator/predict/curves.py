@@ -8,20 +8,32 @@ weights, gradients and AdamW state dominate) than large ones (the activations), 
 after batch 4: no short run of equal slopes proves the curve straight. So it is simulated at batches 1, 2, 4,
 8, ... until its peak passes every budget the site answers. Between simulated batches the chord lies on or
 above a convex curve, so an answer read from it errs, if at all, towards a smaller batch; it never says that a
-batch fits which the simulation says does not."""
+batch fits which the simulation says does not.
+
+For a model recorded with `fit --model X --record`, at the cards the page lists (its edges), a curve also holds
+the largest batch that fits each card on a GPU and the batch after it, found by narrowing the bracket the doubled
+batches give. Peaks grow with the batch, so at those cards the chord's GPU answer is `fit --target gpu`'s, to
+the byte: both read the same simulated reserves at the answer and at the batch after it."""
 
 import time
+from dataclasses import dataclass
 from importlib import resources
 
+from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, narrow, needs
 from generator.answers.setups import KINDS
+from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict import parallel
 from generator.predict.simulate import METHOD, simulate_kept, try_simulate
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
+from generator.store.recorded_curves import RecordedCurves
+from generator.store.records import Prediction
+from generator.units import GIB
 
 SITE_SEQ_LEN = 1024
+CALCULATOR_LENGTHS = (256, 512, 1024, 2048, 4096, 8192)  # what `fit --model X --record` records by default
 STOP_BYTES = 128 * 2**30  # past the largest budget the site answers (80 GiB) with any overhead
 EXAMPLE_MODEL = "Llama-2-7b"
 EXAMPLE_ROWS = (  # the worked example in the set-ups people run: batch 1 × 512, and a realistic 8 × 2048
@@ -43,28 +55,72 @@ SHARDED_SETUPS = (
     ("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8-zero3x8"))
 
 
-def curve(source: ModelSource, kind: str, seq_len: int, row: str = "") -> Curve | None:
+@dataclass(frozen=True)
+class Edge:
+    """A budget `fit` may be asked: the target, what it may use after the margin, and the process model a CPU
+    answer reads the tensor peak through."""
+
+    target: str
+    usable: int
+    process: ProcessModel
+
+
+def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tuple[Edge, ...] = ()) -> Curve | None:
     """One kind's curve (None where it cannot be simulated): batches 1, 2, 4, 8, ... until the peak passes
-    STOP_BYTES (at batch 2 or later) or the batch the tool's limits allow. The row is the set-up's, unless
-    another is given."""
+    STOP_BYTES (at batch 2 or later) or the batch the tool's limits allow, and the batches fit's search asks at
+    each edge. The row is the set-up's, unless another is given."""
     template = (row or KINDS[kind]).replace("{s}", str(seq_len))
     limit = batch_limit(seq_len)
-    points: list[tuple[int, int, int]] = []
-    parameters, batch = 0, 1
+    points: dict[int, Prediction] = {}
+    batch, parameters = 1, 0
     while batch <= limit:
         prediction, _ = try_simulate(parse_row(template.format(b=batch)), source)
         if prediction is None:
             return None
-        points.append((batch, prediction.tensor_peak_bytes, prediction.cuda_reserved_bytes))
-        parameters = prediction.parameters
+        points[batch], parameters = prediction, prediction.parameters
         if prediction.tensor_peak_bytes > STOP_BYTES and len(points) >= 2:  # two points: a slope to read
             break
         batch *= 2
     if len(points) < 2:
         return None
-    return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters, kind=kind,
-                 row=template, batches=tuple(b for b, _, _ in points), tensor_bytes=tuple(t for _, t, _ in points),
-                 cuda_bytes=tuple(c for _, _, c in points))
+    if not _search_edges(points, source, template, edges, limit):
+        return None
+    batches = sorted(points)
+    return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters,
+                 kind=kind, row=template, batches=tuple(batches),
+                 tensor_bytes=tuple(points[b].tensor_peak_bytes for b in batches),
+                 cuda_bytes=tuple(points[b].cuda_reserved_bytes for b in batches))
+
+
+def _search_edges(points: dict[int, Prediction], source: ModelSource, template: str, edges: tuple[Edge, ...],
+                  limit: int) -> bool:
+    """Add to the points, for each edge, the largest batch that fits it and the batch after, found from the
+    bracket the points already give (answers/fit.py narrow); False where a batch cannot be simulated."""
+    def at(batch: int) -> Prediction:
+        if batch not in points:
+            prediction, error = try_simulate(parse_row(template.format(b=batch)), source)
+            if prediction is None:
+                raise _Unsimulated(error)
+            points[batch] = prediction
+        return points[batch]
+
+    try:
+        for edge in edges:
+            def peak(batch: int, edge: Edge = edge) -> int:
+                return needs(edge.target, at(batch).tensor_peak_bytes, at(batch).cuda_reserved_bytes, edge.process)
+            fits = max((b for b in points if peak(b) <= edge.usable), default=0)
+            too_big = min((b for b in points if peak(b) > edge.usable), default=limit + 1)
+            if 0 < fits < too_big:  # else batch 1 does not fit (it is a point), or the points are not monotone
+                answer = narrow(peak, fits, too_big, edge.usable, limit)
+                if answer < limit:
+                    at(answer + 1)
+    except _Unsimulated:
+        return False
+    return True
+
+
+class _Unsimulated(Exception):
+    """A batch fit's search asked for could not be simulated."""
 
 
 def example_row(task: str, row_id: str) -> Simulated:
@@ -79,21 +135,45 @@ def sharded_model() -> ModelSource:
     return resolve_model(str(resources.files("generator") / "models" / "benchmark" / f"{SHARDED_MODEL}.json"))
 
 
-def site_curves(environment: Environment, seq_len: int | None = None, workers: int = 1) -> FitTable:
-    """Every shipped config's curves, the 70B's on several cards, and the example's rows; with several
-    workers, side by side."""
-    seq_len = seq_len or SITE_SEQ_LEN
-    started = time.perf_counter()
+def calculator_edges(process: ProcessModel) -> tuple[Edge, ...]:
+    """The cards the fit page's tables and calculator list, as `fit --target gpu` answers them: each with the
+    stated margin."""
+    cards = tuple(gib for group in GPU_GROUPS_GIB for gib in group)
+    return tuple(Edge("gpu", round(gib * GIB * (1 - GPU_MARGIN)), process) for gib in cards)
+
+
+def lengths_of(source: ModelSource, lengths: tuple[int, ...] = CALCULATOR_LENGTHS) -> tuple[int, ...]:
+    """The lengths a config's positions allow (GPT-2's 1,024 positions stop it there)."""
+    return tuple(n for n in lengths if not source.max_positions or n <= source.max_positions)
+
+
+def site_curves(environment: Environment, workers: int = 1, edges: tuple[Edge, ...] = (),
+                lengths: tuple[int, ...] = ()) -> FitTable:
+    """Every shipped config's curves at the page's length (and any other lengths asked, which the calculator
+    then offers), the 70B's on several cards, and the example's rows; with several workers, side by side."""
+    started, lengths = time.perf_counter(), lengths or (SITE_SEQ_LEN,)
     sources = [resolve_model(name) for name in SHIPPED_MODELS]
-    tasks = [(source, kind, seq_len) for source in sources for kind in KINDS]
-    found = parallel.starmap(curve, tasks, workers)
-    sharded = parallel.starmap(curve, [(sharded_model(), kind, seq_len, row) for kind, row in SHARDED_SETUPS],
+    tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths for source in sources
+             if seq_len in lengths_of(source, lengths) for kind in KINDS]
+    found = [item for item in parallel.starmap(curve, tasks, workers) if item is not None]
+    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row) for kind, row in SHARDED_SETUPS],
                                workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
-    return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=seq_len,
-                    curves=tuple(item for item in found if item is not None), example=tuple(example),
+    return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=SITE_SEQ_LEN,
+                    curves=tuple(item for item in found if item.seq_len == SITE_SEQ_LEN), example=tuple(example),
                     seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
-                    sharded=tuple(item for item in sharded if item is not None))
+                    sharded=tuple(item for item in sharded if item is not None),
+                    other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN))
+
+
+def model_curves(source: ModelSource, environment: Environment, lengths: tuple[int, ...], edges: tuple[Edge, ...],
+                 workers: int = 1) -> RecordedCurves:
+    """One model's curves for the calculator (`fit --model X --record`), at each length asked, with fit's
+    batches at each edge; a kind that cannot be simulated (no LoRA targets, say) has none."""
+    tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths_of(source, lengths) for kind in KINDS]
+    found = tuple(item for item in parallel.starmap(curve, tasks, workers) if item is not None)
+    return RecordedCurves(model=source.name, config_sha256=source.config_sha256, libraries=libraries(environment),
+                          environment=environment.id, simulator=METHOD, curves=found)
 
 
 def is_current(table: FitTable | None, environment: Environment) -> bool:

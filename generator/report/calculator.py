@@ -16,6 +16,7 @@ from generator.answers.setups import RECIPES
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit
 from generator.store.fit_table import FitTable
+from generator.store.recorded_curves import RecordedCurves
 
 TYPED_GIB = (0.5, 4096.0)  # the budgets a reader may type, in GiB, the smallest also the step
 
@@ -31,16 +32,21 @@ class CalculatorData:
         return Markup(self.text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-def calculator_data(table: FitTable, process: ProcessModel, margins: dict[str, float], cards: tuple[int, ...],
-                    card: int) -> CalculatorData:
-    """The curves of every config and set-up, the rules the tables answer by (margins by target), the cards
-    offered and the one chosen first, in GiB."""
+def calculator_data(table: FitTable, recorded: tuple[RecordedCurves, ...], process: ProcessModel,
+                    margins: dict[str, float], cards: tuple[int, ...], card: int) -> CalculatorData:
+    """The curves of every config, set-up and length (the shipped configs', then those recorded with `fit
+    --model X --record`, less any the shipped table holds), the rules the tables answer by (margins by target),
+    the cards offered and the one chosen first, in GiB, and the length chosen first (the tables')."""
+    shipped = (*table.curves, *table.other_lengths)
+    held = {(curve.model, curve.kind, curve.seq_len) for curve in shipped}
+    extra = [curve for found in recorded for curve in found.curves
+             if (curve.model, curve.kind, curve.seq_len) not in held]
     curves = [{"model": curve.model, "kind": curve.kind, "recipe": RECIPES.get(curve.kind, ""),
-               "row": curve.row, "batches": [str(b) for b in curve.batches],
+               "row": curve.row, "seq": curve.seq_len, "limit": str(batch_limit(curve.seq_len)),
+               "batches": [str(b) for b in curve.batches],
                "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes]}
-              for curve in table.curves]
+              for curve in (*shipped, *extra)]
     document = {"curves": curves, "seq_len": table.seq_len,
-                "limit": str(batch_limit(table.seq_len)),
                 "context": str(CUDA_CONTEXT_BYTES), "proportional": process.proportional, "fixed": process.fixed,
                 "margins": margins, "cards": list(cards), "card": card, "typed": list(TYPED_GIB)}
     return CalculatorData(json.dumps(document, sort_keys=True, separators=(",", ":")))

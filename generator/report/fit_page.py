@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING
 
 from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES, context_allowance_source, cuda_rules
-from generator.answers.fit import FitAnswer, answer_within, needs
+from generator.answers.fit import CPU_BUDGETS_GIB, GPU_GROUPS_GIB, GPU_MARGIN, FitAnswer, answer_within, needs
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.fit_table import Curve, FitTable
+from generator.store.recorded_curves import RecordedCurves
 from generator.store.records import RowResult
 
 if TYPE_CHECKING:
@@ -186,11 +187,9 @@ def accuracy_views(judged: dict[str, Accuracy | None]) -> tuple[AllocatorAccurac
     return tuple(views)
 
 
-# The cards people buy and rent: consumer and workstation cards of 8 to 24 GiB, then data-centre ones (A100 40
-# and 80 GiB, L40S 48 GiB), each group a table narrow enough for a desktop column; then two CPU machines.
-GPU_GROUPS_GIB = ((8, 12, 16, 24), (40, 48, 80))
-CPU_BUDGETS_GIB = (32, 64)
-SITE_MARGIN = 0.10  # on a GPU: not validated on a device, so the usual margin, stated
+# The cards and CPU machines the page answers (answers/fit.py), each group of cards a table narrow enough for a
+# desktop column; on a GPU the stated margin.
+SITE_MARGIN = GPU_MARGIN
 
 
 def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
@@ -240,7 +239,7 @@ def model_views(answers: list[tuple[Budget, FitAnswer]]) -> tuple[FitModelView, 
 
 
 def build_fit_page(table: FitTable | None, results: list[RowResult], process: ProcessModel,
-                   environment: str, libraries: str) -> FitPageContext:
+                   environment: str, libraries: str, recorded: tuple[RecordedCurves, ...] = ()) -> FitPageContext:
     """The page: answers from the curves, for GPU budgets with the simulated allocator and for CPU budgets
     with this environment's process model and validated band, and the accuracy tables; where no curves were
     simulated under this environment's library versions, a line that says so."""
@@ -268,7 +267,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           first=first_lines([answer for budget, answer in answers if budget.target == "gpu"
                                              and budget.n_bytes == EXAMPLE_CARD_BYTES], cell),
                           card=card_text(), legend=legend([answer.kind for _, answer in answers]),
-                          calculator=calculator_data(table, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
+                          calculator=calculator_data(table, recorded, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
                                                      tuple(gib for group in GPU_GROUPS_GIB for gib in group),
                                                      EXAMPLE_CARD_BYTES // GIB) if table else None,
                           imports=format_mib(baseline.summary.baseline_bytes) if baseline else "",

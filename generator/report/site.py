@@ -30,6 +30,7 @@ from generator.store import layout
 from generator.store.catalog import Catalog, Selection, newest
 from generator.store.fit_table import find_fit, libraries
 from generator.store.history import history_path, load_history
+from generator.store.recorded_curves import find_recorded
 from generator.store.records import ResultsError
 
 
@@ -90,8 +91,10 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
             [catalog.every_result(folder) for folder in layout.environments(catalog.root)], environment.id))
     history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
+    recorded = find_recorded(catalog.root, fit_table.libraries, fit_table.simulator) if fit_table else ()
     fit_page = None if single_folder else build_fit_page(
-        fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment))
+        fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment),
+        recorded)
     validation = None if single_folder else gpu_validation(catalog)
     if fit_page is not None:
         fit_page = replace(fit_page, sharded=sharded_section(fit_table), gpu_line=first_screen_line(validation),

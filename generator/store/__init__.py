@@ -8,7 +8,8 @@
 - ``layout``: where files live; ``files``: one atomic writer, one strict TOML reader, logs appended to.
 - ``catalog``: a measurements folder, each file loaded once per command.
 - ``comparability``: which keys must agree for two results to be compared.
-- ``fit_table``: the simulated curves that the site and ``predict`` both read.
+- ``fit_table``: the simulated curves that the site and ``predict`` both read; ``recorded_curves``: the curves
+  of a model recorded with `fit --model X --record`, which the calculator offers.
 - ``history``: the release history's files; ``runlog``: the logs beside the rows; ``simulations``: simulations
   kept on disk; ``configs``: the shipped config a result was measured on; ``plausible``: figures no
   measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator.

@@ -76,6 +76,7 @@ RESULTS = Kind("result", SCHEMA_VERSION, upgrades={1: update_to_2})  # a row's f
 FIT_TABLE = Kind("fit table", 3, refused={
     version: "holds curves of an older release (no simulated GPU reserve, fewer set-ups); run `memory-budget "
              "refresh` to simulate them again" for version in (1, 2)})
+RECORDED_CURVES = Kind("recorded curves", 1)  # _curves/<model>.toml (generator/store/recorded_curves.py)
 HISTORY = Kind("release history", 1)  # measurements/_history/<model>.toml (generator/store/history.py)
 GPU_CONTEXT = Kind("GPU context", 1)  # _gpu_context.toml (generator/store/gpu_context.py)
 LOG = Kind("log", 1, unversioned=1)  # _runs.toml and _benchmarks.toml: appended to, no version written

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import tomli_w
 
+from generator.matrix import parse_row
 from generator.store import documents, layout
 from generator.store.environment import Environment
 from generator.store.files import write_atomic
@@ -36,6 +37,11 @@ class Curve:
     batches: tuple[int, ...]
     tensor_bytes: tuple[int, ...]
     cuda_bytes: tuple[int, ...] = ()  # what the CUDA caching allocator would reserve (simulated), per batch
+
+    @property
+    def seq_len(self) -> int:
+        """The length of its rows, as the row names it."""
+        return parse_row(self.row.format(b=1)).seq_len
 
     def at(self, batch: int) -> int:
         """The tensor peak at a batch: exact at the simulated batches, on the chord between them (on or above
@@ -77,6 +83,7 @@ class FitTable:
     seconds: float = 0.0
     simulator: str = ""  # the simulator's method (predict/simulate.py METHOD): refresh redoes an older one's table
     sharded: tuple[Curve, ...] = ()  # one card's curves of a large config on several cards (sharded rows)
+    other_lengths: tuple[Curve, ...] = ()  # the same configs' curves at the calculator's other lengths
 
 
 def libraries(environment: Environment) -> str:
@@ -92,7 +99,7 @@ def save_fit(table: FitTable, folder: Path) -> Path:
     return path
 
 
-def _typed(cls: type, item: object, path: Path) -> object:
+def typed_entry(cls: type, item: object, path: Path) -> object:
     if not isinstance(item, dict):
         raise ResultsError(f"{path}: an entry is not a table")
     names = {spec.name: spec.type for spec in fields(cls)}
@@ -118,22 +125,35 @@ def load_fit(folder: Path) -> FitTable | None:
     if not path.is_file():
         return None
     document = documents.load(path, documents.FIT_TABLE)
-    curves = tuple(_typed(Curve, item, path) for item in document.get("curves", []))
-    sharded = tuple(_typed(Curve, item, path) for item in document.get("sharded", []))
-    example = tuple(_typed(Simulated, item, path) for item in document.get("example", []))
+    curves = tuple(typed_entry(Curve, item, path) for item in document.get("curves", []))
+    sharded = tuple(typed_entry(Curve, item, path) for item in document.get("sharded", []))
+    others = tuple(typed_entry(Curve, item, path) for item in document.get("other_lengths", []))
+    example = tuple(typed_entry(Simulated, item, path) for item in document.get("example", []))
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
     if not isinstance(document.get("simulator", ""), str):
         raise ResultsError(f"{path}: simulator is not text")
     if not (isinstance(top["libraries"], str) and isinstance(top["environment"], str)
             and isinstance(top["seq_len"], int)):
         raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
-    if any(len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes)  # type: ignore
-           for c in (*curves, *sharded)):
-        raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
+    check_curves((*curves, *sharded, *others), path)  # type: ignore[arg-type]
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
-                    sharded=sharded)  # type: ignore[arg-type]
+                    sharded=sharded, other_lengths=others)  # type: ignore[arg-type]
+
+
+def check_curves(curves: tuple[Curve, ...], path: Path) -> None:
+    """Refuse a curve the answers cannot read: fewer than two batches, a batch without both figures, batches
+    out of order, or a row that names no length."""
+    for c in curves:
+        if len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes):
+            raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
+        if any(b2 <= b1 for b1, b2 in pairwise(c.batches)) or c.batches[0] < 1:
+            raise ResultsError(f"{path}: the batches of {c.model}'s {c.kind!r} curve are not increasing from 1 up")
+        try:
+            c.seq_len  # noqa: B018 - parsing the row is the check
+        except (ValueError, KeyError, IndexError) as error:
+            raise ResultsError(f"{path}: {c.row!r} is not a row with {{b}} for its batch ({error})") from None
 
 
 def find_fit(root: Path, environment: Environment) -> FitTable | None:

@@ -1,0 +1,38 @@
+"""`fit --record`: the shipped configs' curves into _fit.toml, or with --model one model's curves into its own
+file, which the next build offers in the fit page's calculator."""
+
+import argparse
+import sys
+
+from generator.cli.parser import UsageError
+from generator.escaping import plain_terminal_text
+from generator.matrix import DEFAULT_SEQ_LEN, Mode, RowSpec
+
+
+def record_curves(args: argparse.Namespace, environment, model, workers: int) -> int:
+    """fit --record: the shipped configs' curves into _fit.toml, or with --model one model's into its own file
+    (merged with the lengths recorded before), which the next build offers in the fit page's calculator."""
+    from generator.cli.commands import _model, parse_rows
+    from generator.predict.curves import CALCULATOR_LENGTHS, calculator_edges, lengths_of, model_curves, site_curves
+    from generator.store.fit_table import save_fit
+    from generator.store.recorded_curves import load_recorded, merged, recorded_path, save_recorded
+
+    folder = args.measurements / environment.id
+    if args.model is None:
+        path = save_fit(site_curves(environment, workers), folder)
+        print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
+              f"environment with these library versions", file=sys.stderr)
+        return 0
+    seq = args.seq or DEFAULT_SEQ_LEN
+    source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, seq).id], seq, None))
+    lengths = lengths_of(source, (args.seq,) if args.seq else CALCULATOR_LENGTHS)
+    path = recorded_path(folder, source.name)
+    old = load_recorded(path) if path.exists() else None  # a file it cannot read is refused, not replaced
+    recorded = model_curves(source, environment, lengths, calculator_edges(model), workers)
+    if not recorded.curves:
+        raise UsageError(f"--model {source.reference}: no set-up could be simulated, so nothing was recorded")
+    save_recorded(merged(old, recorded), folder)
+    print(plain_terminal_text(f"wrote {path}: {len(recorded.curves)} curves of {source.name} at "
+                              f"{', '.join(f'{n:,}' for n in lengths)} tokens; the next `build` offers them in "
+                              "the fit page's calculator"), file=sys.stderr)
+    return 0

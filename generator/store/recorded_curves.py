@@ -1,0 +1,81 @@
+"""Curves a user recorded for a model of their own (`fit --model X --record`), one file per model in
+``measurements/<environment>/_curves/<model>.toml``, so that the next `build` offers the model in the fit
+page's calculator. Like _fit.toml (generator/store/fit_table.py) they hold tensor peaks and simulated GPU
+reserves, which depend on the config and the library versions only: a build reads those recorded under its own
+library versions and simulator, from any environment."""
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tomli_w
+
+from generator.store import documents, layout
+from generator.store.files import write_atomic
+from generator.store.fit_table import Curve, check_curves, typed_entry
+from generator.store.records import ResultsError
+
+RECORDED_FOLDER = "_curves"
+
+
+@dataclass(frozen=True)
+class RecordedCurves:
+    """One model's curves, at the lengths recorded, with what they were simulated under."""
+
+    model: str
+    config_sha256: str
+    libraries: str
+    environment: str
+    simulator: str
+    curves: tuple[Curve, ...]
+
+    def lengths(self) -> tuple[int, ...]:
+        """The lengths it holds curves at, shortest first."""
+        return tuple(sorted({curve.seq_len for curve in self.curves}))
+
+
+def recorded_path(environment_folder: Path, model: str) -> Path:
+    """Where a model's recorded curves live in an environment's folder."""
+    return environment_folder / RECORDED_FOLDER / f"{layout.model_folder_name(model)}.toml"
+
+
+def merged(old: RecordedCurves | None, new: RecordedCurves) -> RecordedCurves:
+    """The new recording, keeping the old one's curves at lengths it did not simulate, where both are of the
+    same config under the same libraries and simulator (else the old curves are stale and are dropped)."""
+    if old is None or (old.config_sha256, old.libraries, old.simulator) != (new.config_sha256, new.libraries,
+                                                                           new.simulator):
+        return new
+    kept = tuple(curve for curve in old.curves if curve.seq_len not in new.lengths())
+    ordered = sorted((*kept, *new.curves), key=lambda curve: curve.seq_len)
+    return RecordedCurves(**{**asdict(new), "curves": tuple(ordered)})
+
+
+def save_recorded(recorded: RecordedCurves, environment_folder: Path) -> Path:
+    """Write a model's curves, whole or not at all."""
+    path = recorded_path(environment_folder, recorded.model)
+    document = {"schema_version": documents.RECORDED_CURVES.version, **asdict(recorded)}
+    write_atomic(layout.refuse_link(path), tomli_w.dumps(document))
+    return path
+
+
+def load_recorded(path: Path) -> RecordedCurves:
+    """One model's recorded curves; refuses what it does not know."""
+    document = documents.load(layout.refuse_link(path), documents.RECORDED_CURVES)
+    top = {key: document.get(key) for key in ("model", "config_sha256", "libraries", "environment", "simulator")}
+    if not all(isinstance(value, str) for value in top.values()):
+        raise ResultsError(f"{path}: {', '.join(top)} must all be text")
+    curves = tuple(typed_entry(Curve, item, path) for item in document.get("curves", []))
+    check_curves(curves, path)  # type: ignore[arg-type]
+    if not curves or any(curve.model != top["model"] for curve in curves):  # type: ignore[attr-defined]
+        raise ResultsError(f"{path}: holds no curves, or curves of another model than {top['model']!r}")
+    return RecordedCurves(curves=curves, **top)  # type: ignore[arg-type]
+
+
+def find_recorded(root: Path, libraries: str, simulator: str) -> tuple[RecordedCurves, ...]:
+    """Every model's curves recorded under these library versions and this simulator, in any environment of
+    root, by model name (where two environments recorded one name, the one that sorts first)."""
+    found: dict[str, RecordedCurves] = {}
+    for path in sorted(root.glob(f"*/{RECORDED_FOLDER}/*.toml")) if root.is_dir() else []:
+        recorded = load_recorded(path)
+        if (recorded.libraries, recorded.simulator) == (libraries, simulator):
+            found.setdefault(recorded.model, recorded)
+    return tuple(found[name] for name in sorted(found))
