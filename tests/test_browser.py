@@ -4,6 +4,7 @@ Screenshots at 1280 and 390 px, light and dark, are kept in artifacts/screenshot
 overrides) for a person to look at. Without Chromium the test is skipped, unless MEMORY_BUDGET_REQUIRE_BROWSER
 is set, as .ci/run sets it."""
 
+import contextlib
 import functools
 import http.server
 import os
@@ -44,14 +45,23 @@ def fresh_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return output
 
 
-@pytest.fixture(scope="module")
-def server(fresh_site: Path) -> Iterator[str]:
-    handler = functools.partial(_Quiet, directory=str(fresh_site))
+@contextlib.contextmanager
+def _serving(folder: Path) -> Iterator[str]:
+    """A folder served on localhost, for as long as the block runs."""
+    handler = functools.partial(_Quiet, directory=str(folder))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server(fresh_site: Path) -> Iterator[str]:
+    with _serving(fresh_site) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -352,3 +362,66 @@ def test_the_calculator_answers_as_the_tables_and_python_do(browser, server: str
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert {urlparse(url).hostname for url in seen["requests"]} <= {"127.0.0.1"} and seen["errors"] == []
     page.close()
+
+
+CALCULATOR_MODEL = REPO / "tests" / "calculator-llama.json"  # 2 layers of hidden 2048: answers between doublings
+CALCULATOR_CARDS = (8, 24, 80)
+
+
+@pytest.fixture(scope="module")
+def recorded_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, list[dict]]]:
+    """A copy of the committed measurements with a model's curves added as a user adds them (`fit --model X
+    --record --seq 256`), the site built from it, and `fit --format json --target gpu`'s answers for that model
+    at some of the cards the calculator lists: two separate commands, each run as a user runs it."""
+    import json
+
+    from conftest import run_cli
+
+    from generator.report.site import build_site
+
+    root = tmp_path_factory.mktemp("recorded")
+    shutil.copytree(REPO / "measurements", root / "measurements")
+    common = ["--model", str(CALCULATOR_MODEL), "--seq", "256", "--measurements", str(root / "measurements")]
+    env = {**os.environ, "MEMORY_BUDGET_CACHE": str(root / "cache")}  # fit reads what the recording simulated
+    result = run_cli("fit", "--record", *common, env=env, timeout=1800)
+    assert result.returncode == 0, result.stderr
+    answers = {}
+    for gib in CALCULATOR_CARDS:
+        result = run_cli("fit", "--budget", f"{gib}GiB", "--target", "gpu", "--format", "json", *common, env=env,
+                         timeout=1800)
+        assert result.returncode == 0, result.stderr
+        answers[gib] = json.loads(result.stdout)
+    build_site(root / "measurements", root / "site")
+    return root / "site", answers
+
+
+def test_the_calculator_answers_a_recorded_model_as_fit_format_json_does(browser, recorded_site) -> None:
+    """For a model recorded with `fit --model X --record`, the calculator's answer at each card and set-up is
+    `fit --format json --target gpu`'s own: the same batch, bytes and usable budget, to the byte, and the same
+    words as the page's tables write them; offline, at 390 px."""
+    from generator.answers.fit import FitAnswer
+    from generator.report.fit_page import cell
+
+    site, answers = recorded_site
+    with _serving(site) as url:
+        page, seen = _open(browser, f"{url}/fit.html", 390)
+        page.select_option("#calc-model", CALCULATOR_MODEL.stem)
+        page.select_option("#calc-seq", "256")
+        page.select_option("#calc-target", "gpu")
+        checked = []
+        offered = page.eval_on_selector_all("#calc-kind option", "options => options.map(o => o.value)")
+        for gib, found in answers.items():
+            assert sorted(fitted["kind"] for fitted in found) == sorted(offered)
+            page.select_option("#calc-card", str(gib))
+            for fitted in found:
+                page.select_option("#calc-kind", fitted["kind"])
+                shown = page.locator("#calc-answer")
+                assert [int(shown.get_attribute(f"data-{name}")) for name in ("batch", "bytes", "usable")] == [
+                    fitted["batch"], fitted["predicted_bytes"], fitted["usable_bytes"]], (gib, fitted["kind"])
+                fields = {name: fitted[name] for name in FitAnswer.__dataclass_fields__}
+                assert shown.get_attribute("data-text") == cell(FitAnswer(**fields))
+                checked.append((gib, fitted["batch"]))
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        assert {urlparse(u).hostname for u in seen["requests"]} <= {"127.0.0.1"} and seen["errors"] == []
+        page.close()
+    assert len(checked) >= 3 * 8 and any(batch & (batch - 1) for _, batch in checked)  # not only doublings
