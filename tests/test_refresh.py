@@ -57,3 +57,20 @@ def test_curves_are_current_only_for_these_libraries_this_simulator_and_these_co
     first = replace(changed.curves[0], config_sha256="0" * 64)  # a shipped config edited since
     assert not curves.is_current(replace(changed, curves=(first, *changed.curves[1:])), ENV)
     assert not curves.is_current(replace(changed, curves=changed.curves[1:]), ENV)  # a shipped config added
+
+
+def test_the_fit_step_names_recorded_curves_the_page_now_drops(tmp_path: Path) -> None:
+    """A model recorded with `fit --model X --record` under another simulator is dropped by the page, and
+    refresh says so (it does not record it again: its lengths and minutes were the user's choice)."""
+    from generator.store.fit_table import save_fit
+    from generator.store.recorded_curves import RecordedCurves, save_recorded
+
+    folder = tmp_path / ENV.id
+    save_fit(_table(), folder)
+    curve = replace(_table().curves[0], model="Mine")
+    for model, simulator in (("Mine", "fake-tensors-1"), ("Current", METHOD)):
+        save_recorded(RecordedCurves(model=model, config_sha256="c", libraries=libraries(ENV), environment=ENV.id,
+                                     simulator=simulator, curves=(replace(curve, model=model),)), folder)
+    note = refresh._curves(tmp_path, ENV)
+    assert note.startswith("fit curves: current") and "Mine's recorded curves are of another simulator" in note
+    assert "Current" not in note

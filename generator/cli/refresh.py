@@ -24,6 +24,7 @@ from generator.predict.parallel import default_workers
 from generator.predict.simulate import METHOD
 from generator.store import catalog, fit_table, runlog
 from generator.store.catalog import load_folder
+from generator.store.recorded_curves import stale_recorded
 from generator.store.records import ResultsError, RowResult
 
 PROBED_ROW = "train-b8"
@@ -96,6 +97,16 @@ def _curves(measurements: Path, environment) -> str:  # environment: store Envir
     except ResultsError:  # a table of an older release: simulated again, over it
         current = False
     if current:
-        return "fit curves: current for these library versions"
+        return "fit curves: current for these library versions" + _stale_note(measurements, environment)
     path = fit_table.save_fit(curves.site_curves(environment, workers=default_workers()), measurements / environment.id)
-    return f"fit curves: simulated into {path}"
+    return f"fit curves: simulated into {path}" + _stale_note(measurements, environment)
+
+
+def _stale_note(measurements: Path, environment) -> str:  # environment: store Environment
+    """What refresh leaves to the user: the models this environment recorded (`fit --model X --record`) under
+    other library versions or another simulator than the table, which the page drops until they are recorded
+    again (each is a user's choice of lengths and minutes, so refresh does not redo them)."""
+    table = fit_table.find_fit(measurements, environment)
+    stale = () if table is None else stale_recorded(measurements / environment.id, table.libraries, table.simulator)
+    return "".join(f"; {name}'s recorded curves are of another simulator or library versions, and the fit page "
+                   "drops them until `fit --model ... --record` records them again" for name in stale)

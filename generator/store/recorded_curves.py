@@ -79,3 +79,12 @@ def find_recorded(root: Path, libraries: str, simulator: str) -> tuple[RecordedC
         if (recorded.libraries, recorded.simulator) == (libraries, simulator):
             found.setdefault(recorded.model, recorded)
     return tuple(found[name] for name in sorted(found))
+
+
+def stale_recorded(environment_folder: Path, libraries: str, simulator: str) -> tuple[str, ...]:
+    """The models whose curves this environment recorded under other library versions or another simulator
+    than the page's table: a build does not offer them until they are recorded again."""
+    folder = environment_folder / RECORDED_FOLDER
+    paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    return tuple(recorded.model for recorded in map(load_recorded, paths)
+                 if (recorded.libraries, recorded.simulator) != (libraries, simulator))
