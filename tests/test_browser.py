@@ -308,13 +308,13 @@ def test_every_table_answer_is_in_view_on_a_phone(browser, server: str, name: st
     page.close()
 
 
-def _python_answer(calculator: dict, model: str, kind: str, budget: int, target: str) -> str:
+def _python_answer(calculator: dict, model: str, kind: str, seq: int, budget: int, target: str) -> str:
     """The page's own Python rules (generator/report/fit_page.py) for one choice, from the calculator's data."""
     from generator.budget import ProcessModel
     from generator.report.fit_page import Budget, cell, site_answers
     from generator.store.fit_table import Curve, FitTable
 
-    curve = next(c for c in calculator["curves"] if c["model"] == model and c["kind"] == kind)
+    (curve,) = [c for c in calculator["curves"] if (c["model"], c["kind"], c["seq"]) == (model, kind, seq)]
     table = FitTable(libraries="", environment="", seq_len=curve["seq"], curves=(Curve(
         model=model, config_sha256="", parameters=0, kind=kind, row=curve["row"],
         batches=tuple(int(v) for v in curve["batches"]), tensor_bytes=tuple(int(v) for v in curve["tensor"]),
@@ -322,6 +322,26 @@ def _python_answer(calculator: dict, model: str, kind: str, budget: int, target:
     process = ProcessModel(calculator["proportional"], calculator["fixed"], 1, "")
     ((_, answer),) = site_answers(table, process, (Budget("", budget, target, calculator["margins"][target]),))
     return cell(answer)
+
+
+def _check_grid(page, calculator: dict, model: str, seq: int, kinds: list[str]) -> int:
+    """Each set-up, on a GPU and this CPU, at three cards and a typed budget: the page's answer is Python's."""
+    checked = 0
+    for kind in kinds:
+        page.select_option("#calc-kind", kind)
+        for target in ("gpu", "cpu"):
+            page.select_option("#calc-target", target)
+            for card in ("8", "24", "80", "typed"):
+                page.select_option("#calc-card", card)
+                if card == "typed":
+                    page.fill("#calc-typed", "13.75")
+                answer = page.locator("#calc-answer")
+                budget = int(answer.get_attribute("data-budget"))
+                assert budget == (round(13.75 * 2**30) if card == "typed" else int(card) * 2**30)
+                expected = _python_answer(calculator, model, kind, seq, budget, target)
+                assert answer.get_attribute("data-text") == expected, (model, seq, kind, target, card)
+                checked += 1
+    return checked
 
 
 def test_the_calculator_answers_as_the_tables_and_python_do(browser, server: str) -> None:
@@ -335,25 +355,16 @@ def test_the_calculator_answers_as_the_tables_and_python_do(browser, server: str
     calculator = json.loads(page.text_content("#calculator-data"))
     models = list(dict.fromkeys(curve["model"] for curve in calculator["curves"]))
     checked = 0
-    for model in models:
+    for model in models:  # the first model at every length it offers, the others at the tables' length
         page.select_option("#calc-model", model)
-        kinds = [curve["kind"] for curve in calculator["curves"] if curve["model"] == model]
-        for kind in kinds[::3] if model != models[0] else kinds:
-            page.select_option("#calc-kind", kind)
-            for target in ("gpu", "cpu"):
-                page.select_option("#calc-target", target)
-                for card in ("8", "24", "80", "typed"):
-                    page.select_option("#calc-card", card)
-                    if card == "typed":
-                        page.fill("#calc-typed", "13.75")
-                    answer = page.locator("#calc-answer")
-                    budget = int(answer.get_attribute("data-budget"))
-                    assert budget == (round(13.75 * 2**30) if card == "typed" else int(card) * 2**30)
-                    expected = _python_answer(calculator, model, kind, budget, target)
-                    assert answer.get_attribute("data-text") == expected, (model, kind, target, card)
-                    checked += 1
+        offered = page.eval_on_selector_all("#calc-seq option", "options => options.map(o => o.value)")
+        for seq in offered if model == models[0] else [page.input_value("#calc-seq")]:
+            page.select_option("#calc-seq", seq)
+            kinds = [c["kind"] for c in calculator["curves"] if c["model"] == model and str(c["seq"]) == seq]
+            checked += _check_grid(page, calculator, model, int(seq), kinds if model == models[0] else kinds[::3])
     assert checked >= 100
     page.select_option("#calc-model", models[0])
+    page.select_option("#calc-seq", str(calculator["seq_len"]))
     page.select_option("#calc-kind", calculator["curves"][0]["kind"])
     page.select_option("#calc-target", "gpu")
     page.select_option("#calc-card", "24")
