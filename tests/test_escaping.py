@@ -210,13 +210,17 @@ def test_every_string_field_that_reaches_a_page_is_text(measured_folder: Path) -
 
 
 def _poison_every_file(root: Path) -> None:
-    """The payloads in every string a row file or a fit table gives the pages: model names and references, the
-    CPU, and the curves' and the worked example's model names."""
+    """The payloads in every string a row file, a fit table or a recording gives the pages: model names and
+    references, the CPU, and the curves', the worked example's and the recorded models' names."""
     for path in root.rglob("*.toml"):
         document = tomllib.loads(path.read_text())
         if path.name == "_fit.toml":
             for entry in (*document.get("curves", []), *document.get("example", [])):
                 entry["model"] = f"{entry['model']} {HOSTILE}"
+        elif path.parent.name == "_curves":  # a recorded model (fit --model X --record): its name, everywhere
+            document["model"] = f"{document['model']} {HOSTILE}"
+            for entry in document["curves"]:
+                entry["model"] = document["model"]
         elif not path.name.startswith("_") and "model" in document:
             document["model"]["name"] = f"{document['model']['name']} {HOSTILE}"
             document["model"]["reference"] = f"{HOSTILE}.json"
