@@ -154,7 +154,8 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
     monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
     monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(config_sha256=name))
     saved: list[tuple] = []
-    monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers: ("new", environment.id, workers))
+    monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers: SimpleNamespace(  # a table
+        made=("new", environment.id, workers), libraries="", simulator=""))
     monkeypatch.setattr(refresh, "default_workers", lambda: 3)
     monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
                         folder / "_fit.toml")
@@ -168,7 +169,8 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
             assert note == "fit curves: current for these library versions" and saved == []
         else:
             assert note == f"fit curves: simulated into {tmp_path / 'cpu-x' / '_fit.toml'}"
-            assert saved == [(("new", "cpu-x", 3), tmp_path / "cpu-x")]
+            made = SimpleNamespace(made=("new", "cpu-x", 3), libraries="", simulator="")
+            assert saved == [(made, tmp_path / "cpu-x")]
 
     def damaged(root: Path, environment: object) -> None:
         raise ResultsError("an older release's table")

@@ -93,20 +93,22 @@ def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshRep
 
 def _curves(measurements: Path, environment) -> str:  # environment: store Environment
     try:
-        current = curves.is_current(fit_table.find_fit(measurements, environment), environment)
+        table = fit_table.find_fit(measurements, environment)
+        current = curves.is_current(table, environment)
     except ResultsError:  # a table of an older release: simulated again, over it
-        current = False
-    if current:
-        return "fit curves: current for these library versions" + _stale_note(measurements, environment)
-    path = fit_table.save_fit(curves.site_curves(environment, workers=default_workers()), measurements / environment.id)
-    return f"fit curves: simulated into {path}" + _stale_note(measurements, environment)
+        table, current = None, False
+    if current and table is not None:  # is_current holds only of a table
+        note = "fit curves: current for these library versions"
+    else:
+        table = curves.site_curves(environment, workers=default_workers())
+        note = f"fit curves: simulated into {fit_table.save_fit(table, measurements / environment.id)}"
+    return note + _stale_note(measurements / environment.id, table)
 
 
-def _stale_note(measurements: Path, environment) -> str:  # environment: store Environment
+def _stale_note(folder: Path, table: fit_table.FitTable) -> str:
     """What refresh leaves to the user: the models this environment recorded (`fit --model X --record`) under
     other library versions or another simulator than the table, which the page drops until they are recorded
     again (each is a user's choice of lengths and minutes, so refresh does not redo them)."""
-    table = fit_table.find_fit(measurements, environment)
-    stale = () if table is None else stale_recorded(measurements / environment.id, table.libraries, table.simulator)
+    stale = stale_recorded(folder, table.libraries, table.simulator)
     return "".join(f"; {name}'s recorded curves are of another simulator or library versions, and the fit page "
                    "drops them until `fit --model ... --record` records them again" for name in stale)

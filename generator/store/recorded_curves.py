@@ -76,7 +76,7 @@ def find_recorded(root: Path, libraries: str, simulator: str) -> tuple[RecordedC
     found: dict[str, RecordedCurves] = {}
     for path in sorted(root.glob(f"*/{RECORDED_FOLDER}/*.toml")) if root.is_dir() else []:
         recorded = load_recorded(path)
-        if (recorded.libraries, recorded.simulator) == (libraries, simulator):
+        if _under(recorded, libraries, simulator):
             found.setdefault(recorded.model, recorded)
     return tuple(found[name] for name in sorted(found))
 
@@ -86,5 +86,9 @@ def stale_recorded(environment_folder: Path, libraries: str, simulator: str) -> 
     than the page's table: a build does not offer them until they are recorded again."""
     folder = environment_folder / RECORDED_FOLDER
     paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
-    return tuple(recorded.model for recorded in map(load_recorded, paths)
-                 if (recorded.libraries, recorded.simulator) != (libraries, simulator))
+    return tuple(recorded.model for recorded in map(load_recorded, paths) if not _under(recorded, libraries, simulator))
+
+
+def _under(recorded: RecordedCurves, libraries: str, simulator: str) -> bool:
+    """Whether a recording was simulated under these library versions and this simulator: what a build offers."""
+    return (recorded.libraries, recorded.simulator) == (libraries, simulator)
