@@ -58,11 +58,13 @@ def _config(source: ModelSource, layers: int | None) -> Any:
     return config
 
 
-def _run(row: RowSpec, source: ModelSource, program: Program,
-         layers: int | None = None) -> tuple[StorageTracker, Prepared, bool]:
+def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None = None,
+         marks: list[int] | None = None) -> tuple[StorageTracker, Prepared, bool]:
     """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
-    the row's steps as the program runs them (generator/predict/cuda_program.py), tracking storages. Returns
-    the tracker, the prepared row, and whether the experts went through transformers' fallback op."""
+    the row's steps as the program runs them (generator/predict/cuda_program.py), tracking storages; with
+    ``marks``, the journal's length as each forward pass of the model begins is added to it (the decode fast
+    path, decode.py, finds the decode steps by them). Returns the tracker, the prepared row, and whether the
+    experts went through transformers' fallback op."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import AutoModelForCausalLM
@@ -82,6 +84,8 @@ def _run(row: RowSpec, source: ModelSource, program: Program,
           experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
           cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
         _watch(tracker, prepared)
+        if marks is not None:
+            prepared.model.register_forward_pre_hook(lambda *_: marks.append(len(tracker.journal)))
         run_steps(row, prepared, tracker.enter)
     tracker.finish()
     return tracker, prepared, rerouted

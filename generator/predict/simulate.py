@@ -13,10 +13,10 @@ from typing import Any
 
 from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
-from generator.matrix import RowSpec
+from generator.matrix import Mode, RowSpec
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, load_config
-from generator.predict import depth
+from generator.predict import decode, depth
 from generator.predict.cuda_program import CPU, CUDA, Program
 from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.sharding import METHOD as SHARDING_METHOD
@@ -26,6 +26,7 @@ from generator.quantize import (
     import_bitsandbytes,
     uses_bitsandbytes,
 )
+from generator.steps import Prepared
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
 from generator.store.simulations import SimulationKey
@@ -43,7 +44,7 @@ SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run",
                      "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.depth")
+                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.decode")
 DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
 FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
@@ -56,9 +57,36 @@ Simulated = tuple[StorageTracker, ModelFacts, bool]  # a finished run's tracker,
 # the experts went through transformers' fallback op
 
 
-def simulate_full(row: RowSpec, source: ModelSource, program: Program) -> Simulated:
-    """The row's steps at the model's full depth, as the program runs them."""
-    tracker, prepared, rerouted = _run(row, source, program)
+def decoded(row: RowSpec, source: ModelSource, program: Program,
+            layers: int | None = None) -> tuple[StorageTracker, Prepared, bool] | None:
+    """fake_run's _run of a generation row of many new tokens, written from two runs of a few
+    (generator/predict/decode.py); None where it is not such a row, or their decode steps do not follow the
+    rules."""
+    if row.mode != Mode.GENERATE or row.new_tokens < 2 * decode.SHORT:
+        return None
+    early_marks: list[int] = []
+    late_marks: list[int] = []
+    early = _run(replace(row, new_tokens=decode.SHORT), source, program, layers, early_marks)
+    late_row = replace(row, seq_len=row.seq_len + row.new_tokens - decode.SHORT, new_tokens=decode.SHORT)
+    late = _run(late_row, source, program, layers, late_marks)
+    journal = decode.extend(early[0].journal, early_marks, late[0].journal, late_marks, row.steps,
+                            row.new_tokens)
+    if journal is None or early[2] != late[2]:
+        return None
+    return StorageTracker.replay(journal), early[1], early[2]
+
+
+def run_row(row: RowSpec, source: ModelSource, program: Program,
+            layers: int | None = None) -> tuple[StorageTracker, Prepared, bool]:
+    """The row's run at ``layers`` (the full depth if None): by the decode fast path where it answers, else
+    every step run (fake_run's _run); the figures are the same."""
+    return decoded(row, source, program, layers) or _run(row, source, program, layers)
+
+
+def simulate_full(row: RowSpec, source: ModelSource, program: Program, fast: bool = True) -> Simulated:
+    """The row's steps at the model's full depth, as the program runs them (with every decode step run,
+    unless ``fast``: run_row)."""
+    tracker, prepared, rerouted = (run_row if fast else _run)(row, source, program)
     return tracker, model_facts(prepared, row), rerouted
 
 
@@ -91,28 +119,45 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     layers = load_config(source).num_hidden_layers
     if layers < worth:
         return None
-    found = simulate_like(row, source, program)
+    small = SmallDepths(row, source, program)
+    found = simulate_like(row, source, program, small)
     if found is not None:
         return found
     for first in FIRST_LAYERS:
         if layers < first + DEPTHS + 1:
             return None
-        found = _by_depth(row, source, program, layers, first)
+        found = _by_depth(row, source, program, layers, first, small)
         if found is not None:
             return found
     return None
 
 
-def simulate_like(row: RowSpec, source: ModelSource, program: Program) -> Simulated | None:
+class SmallDepths:
+    """One row's runs at small depths, each run once however many paths ask for it: a batch that the shape
+    of another does not serve goes on to the four depths with the first depth already run."""
+
+    def __init__(self, row: RowSpec, source: ModelSource, program: Program) -> None:
+        self.row, self.source, self.program = row, source, program
+        self.done: dict[int, tuple[StorageTracker, Prepared, bool]] = {}
+
+    def __call__(self, layers: int) -> tuple[StorageTracker, Prepared, bool]:
+        if layers not in self.done:
+            self.done[layers] = run_row(self.row, self.source, self.program, layers)
+        return self.done[layers]
+
+
+def simulate_like(row: RowSpec, source: ModelSource, program: Program,
+                  small: SmallDepths | None = None) -> Simulated | None:
     """The same as simulate_full, from two small depths and the shape read at another batch of the row in this
     process (depth.extend_like); None where there is none, or it does not serve this batch."""
     known = SHAPES.get(_shape_key(row, source, program))
     if known is None:
         return None
-    runs = [_run(row, source, program, known.first)]
-    if not depth.names_like(known.shape, runs[0][0].journal):  # a batch that takes other paths: one run spent
+    small = small or SmallDepths(row, source, program)
+    runs = [small(known.first)]
+    if not depth.names_like(known.shape, runs[0][0].journal):  # a batch that takes other paths
         return None
-    runs.append(_run(row, source, program, known.first + 1))
+    runs.append(small(known.first + 1))
     facts = tuple(model_facts(prepared, row) for _, prepared, _ in runs)
     if facts != known.facts or any(rerouted != known.rerouted for _, _, rerouted in runs):
         return None
@@ -121,11 +166,11 @@ def simulate_like(row: RowSpec, source: ModelSource, program: Program) -> Simula
     return None if journal is None else (StorageTracker.replay(journal), known.full, known.rerouted)
 
 
-def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int,
-              first: int) -> Simulated | None:
+def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, first: int,
+              small: SmallDepths) -> Simulated | None:
     runs = []
     for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
-        runs.append(_run(row, source, program, first + extra))
+        runs.append(small(first + extra))
         if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
             return None
     journals = [tracker.journal for tracker, _, _ in runs]
