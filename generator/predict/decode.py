@@ -23,23 +23,17 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from generator.predict.depth import _tokens
+
 SHORT = 5  # the new tokens of the two short runs: four decode steps a step, three of them alike
 Entry = tuple[Any, ...]  # a tracker's journal entry; here with each storage named by its made entry's index
 
 
 def indexed(journal: Sequence[Entry]) -> list[Entry]:
-    """The journal with each storage named by the index of the entry that made it (keys are reused)."""
-    made: dict[object, int] = {}
-    entries: list[Entry] = []
-    for entry in journal:
-        if entry[0] == "made":
-            made[entry[1]] = len(entries)
-            entries.append(entry)
-        elif entry[0] == "phase":
-            entries.append(entry)
-        else:
-            entries.append((entry[0], made.pop(entry[1]) if entry[0] == "freed" else made[entry[1]], *entry[2:]))
-    return entries
+    """The journal with each storage named by the index of the entry that made it (keys are reused): the names
+    depth.py's tokens read."""
+    names = _tokens(journal)[1]
+    return [entry if name is None else (entry[0], name, *entry[2:]) for entry, name in zip(journal, names, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -65,13 +59,12 @@ def passes(marks: Sequence[int], end: int, steps: int) -> list[Pass] | None:
     """Each step's decode steps, from the marks (the journal's length at each forward pass: the prompt's, then
     SHORT - 1 decode steps, a step); None where they are not so many, or the decode steps are not alike in
     length."""
-    forwards = SHORT
-    if len(marks) != steps * forwards:
+    if len(marks) != steps * SHORT:  # each step: the prompt's forward pass, then SHORT - 1 decode steps
         return None
     found = []
     for number in range(steps):
-        own = marks[number * forwards:(number + 1) * forwards]
-        last = marks[(number + 1) * forwards] if number + 1 < steps else end
+        own = marks[number * SHORT:(number + 1) * SHORT]
+        last = marks[(number + 1) * SHORT] if number + 1 < steps else end
         starts = tuple(own[1:])
         lengths = {b - a for a, b in pairwise(starts[1:])}  # the first decode step's own may differ
         length = starts[2] - starts[1]
@@ -120,18 +113,20 @@ def _step(rules_: list[tuple[Any, ...]], number: int, start: int, moved: dict[in
         if rule[0] == "made":
             written.append(("made", None, rule[1] + (number - 1) * rule[2], rule[3]))
         elif rule[0] == "names":
-            named = start + offset - rule[3] if rule[2] == "back" else moved.get(rule[3], rule[3])
+            named = start + offset - rule[3] if rule[2] == "back" else moved[rule[3]]  # fixed: copied before
             written.append((rule[1], named, *rule[4]))
         else:
             written.append(rule)
     return written
 
 
-def _follow(entry: Entry, moved: dict[int, int]) -> Entry:
-    """An entry copied from the early run, naming its storage where it now is."""
-    if entry[0] in ("made", "phase"):
-        return entry
-    return (entry[0], moved.get(entry[1], entry[1]), *entry[2:])
+def _copy(early: list[Entry], indices: range, written: list[Entry], moved: dict[int, int]) -> None:
+    """Copy early entries to the written journal, each naming its storage where that now is, and say where each
+    went (``moved``)."""
+    for index in indices:
+        entry = early[index]
+        moved[index] = len(written)
+        written.append(entry if entry[0] in ("made", "phase") else (entry[0], moved[entry[1]], *entry[2:]))
 
 
 def _written(early: list[Entry], where: list[Pass], found: list[list[tuple[Any, ...]]],
@@ -144,9 +139,7 @@ def _written(early: list[Entry], where: list[Pass], found: list[list[tuple[Any, 
     starts: list[list[int]] = []  # each step's decode steps' first entries in the written journal
     done = 0
     for each, rules_ in zip(where, found, strict=True):
-        for index in range(done, each.after):
-            moved[index] = len(written)
-            written.append(_follow(early[index], moved))
+        _copy(early, range(done, each.after), written, moved)
         first = len(written)  # the first written decode step begins here
         for number in range(SHORT - 1, new_tokens - 1):
             written += _step(rules_, number, len(written), moved)
@@ -156,7 +149,7 @@ def _written(early: list[Entry], where: list[Pass], found: list[list[tuple[Any, 
             begins = first + (step + shift - (SHORT - 1)) * each.length
             moved.update({each.starts[step] + offset: begins + offset for offset in range(each.length)})
         done = each.after
-    written += [_follow(entry, moved) for entry in early[done:]]
+    _copy(early, range(done, len(early)), written, moved)
     ends = [moved[each.end] if each.end < len(early) else len(written) for each in where]
     return written, [Pass(tuple(own), each.length, end) for own, each, end in zip(starts, where, ends, strict=True)]
 
@@ -206,8 +199,6 @@ def _far_end_agrees(journal: list[Entry], written: list[Pass], late_journal: Seq
     """Whether the late run's alike decode steps, and what follows them, are the written journal's last ones,
     entry for entry and byte for byte (depth.py's tokens: each entry with the bytes of the storage it names),
     and name their storages in the same places."""
-    from generator.predict.depth import _tokens
-
     (tokens, names), (late, late_names) = _tokens(journal), _tokens(late_journal)
     for long, short in zip(written, far, strict=True):
         for step in short.steady:
