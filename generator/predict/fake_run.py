@@ -6,9 +6,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from generator.escaping import one_line_error
 from generator.matrix import RowSpec
-from generator.model_source import ModelError, ModelSource, dtype_argument, load_config
+from generator.model_source import ModelSource, dtype_argument, from_config, load_config
 from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import share, whole_units
@@ -67,16 +66,10 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     experts went through transformers' fallback op."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from transformers import AutoModelForCausalLM
 
     tracker, fake = StorageTracker(), FakeTensorMode()
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
-        try:
-            model = AutoModelForCausalLM.from_config(_config(source, layers),
-                                                     **{dtype_argument(): getattr(torch, row.dtype)})
-        except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
-            raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
-                             f"({one_line_error(error)})") from None
+        model = from_config(source, _config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
     prepared.autocast = cuda_autocast if program.autocast else None
