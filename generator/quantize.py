@@ -21,8 +21,6 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from generator.budget import weight_bytes
-
 if TYPE_CHECKING:
     from generator.matrix import RowSpec
 
@@ -38,12 +36,6 @@ DEFERRED_BOUND = 0.02 * 3**0.5  # a deferred weight's uniform draw: the usual in
 def uses_bitsandbytes(row: "RowSpec") -> bool:
     """Whether a row runs bitsandbytes: a 4-bit base, or its 8-bit AdamW."""
     return bool(row.quantization) or row.optimizer == "adamw8bit"
-
-
-def least_weight_bytes(parameters: int, row: "RowSpec") -> int:
-    """The fewest bytes a row's weights can take: half a byte each under a 4-bit NF4 base (its embeddings and
-    head, kept in bf16, take more), else the row's dtype's bytes each."""
-    return parameters // 2 if row.quantization else weight_bytes(parameters, row.dtype)
 
 
 def import_bitsandbytes() -> Any:

@@ -51,6 +51,17 @@ def test_measure_refuses_a_config_that_is_not_a_causal_lm(tmp_path: Path) -> Non
                    "not a causal language model")
 
 
+@pytest.mark.parametrize("args", [["--lora-targets", "q_proj"], []])
+def test_predict_refuses_a_config_transformers_cannot_build(tmp_path: Path, args: list[str]) -> None:
+    """A config whose fields transformers accepts but whose model it cannot build (an unknown activation): one
+    line whether the LoRA targets are checked on the meta device first or the simulation builds it."""
+    config = json.loads(TINY_MODEL.read_text()) | {"hidden_act": "no-such-activation"}
+    path = tmp_path / "unbuildable.json"
+    path.write_text(json.dumps(config))
+    result = run_cli("predict", "--model", str(path), "--rows", "infer-b1-s8", *args)
+    assert_refused(result, "transformers cannot build it from its config", "no-such-activation")
+
+
 def test_probe_without_a_measured_row_refuses(tmp_path: Path) -> None:
     result = run_cli("probe", "--model", str(TINY_MODEL), "--output", str(tmp_path))
     assert_refused(result, "measure it first or pass --memory-limit")

@@ -148,8 +148,8 @@ def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
 
 
 def test_the_search_answers_exactly_on_any_growing_curve() -> None:
-    """predicted(answer) <= usable < predicted(answer + 1) for arbitrary non-decreasing memory curves, from
-    batch 1 or from batch 2, so a search that stops one step early (or late) fails here."""
+    """predicted(answer) <= usable < predicted(answer + 1) for arbitrary non-decreasing memory curves, so a
+    search that stops one step early (or late) fails here."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -158,9 +158,9 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
     # uneven steps, flat stretches and jumps: where a line through two known peaks lands off the edge
     step = st.one_of(st.sampled_from([0, 1, 2, 5, 100, 1000]), st.integers(0, 2**28))
 
-    @given(st.lists(step, min_size=1, max_size=64), st.integers(0, 2**16), st.booleans(), st.sampled_from([1, 2]))
+    @given(st.lists(step, min_size=1, max_size=64), st.integers(0, 2**16), st.booleans())
     @settings(max_examples=600, deadline=None)
-    def check(steps: list[int], low: int, small: bool, first: int) -> None:
+    def check(steps: list[int], low: int, small: bool) -> None:
         curve = [sum(steps[: index + 1]) for index in range(len(steps))]
         usable = low if small else curve[-1] // 2 + low
 
@@ -176,37 +176,12 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
 
             def template(self, kind: str) -> str:
                 return KINDS[kind]
-
-            def first_batch(self, kind: str, usable: int) -> int:
-                return first  # the search from batch 1, or from batch 2 (batch 1 asked only if 2 does not fit)
         answer = largest_batch(Peak(), "inference", 1024, usable)  # type: ignore[arg-type]
         peak = Peak()
         assert answer.batch == 0 or peak.peak(answer.row) <= usable
         following = peak.peak(f"infer-b{answer.batch + 1}-s1024") if answer.batch < 1024 else None
         assert following is None or following > usable
     check()
-
-
-def test_the_search_starts_at_batch_2_where_the_weights_leave_room() -> None:
-    """fit's search skips batch 1 (a read of its own) where the weights alone are within the budget; where they
-    are not, or a card holds a share of them, it starts at 1."""
-    source = resolve_model(str(TINY_MODEL))
-    predictor = Predictor(source, OVERHEAD, target="gpu")
-    assert predictor.first_batch("full training", 600 * MIB) == 2
-    parameters = predictor.counted
-    assert parameters == simulate(parse_row("infer-b1-s8"), source).parameters > 0  # the simulation's own count
-    fp32, bf16 = 4 * parameters + CUDA_CONTEXT_BYTES, 2 * parameters + CUDA_CONTEXT_BYTES
-    for kind, edge in (("full training", fp32), ("16-bit training", bf16)):
-        assert predictor.first_batch(kind, edge) == 2 and predictor.first_batch(kind, edge - 1) == 1
-    assert predictor.first_batch("QLoRA", parameters // 2 + CUDA_CONTEXT_BYTES) == 2  # 4 bits a weight at least
-    sharded = Predictor(source, OVERHEAD, target="gpu", sharding=("zero3", 8))
-    assert sharded.first_batch("full training", 600 * MIB) == 1 and sharded.counted == 0
-    own = Predictor(source, OVERHEAD, lambda row, source: None, target="gpu")  # a simulator of its own, no count
-    assert own.first_batch("full training", 600 * MIB) == 1
-    counted = Predictor(source, OVERHEAD, lambda row, source: None, target="gpu", count=lambda source: 10 * MIB)
-    assert counted.first_batch("inference", 40 * MIB + CUDA_CONTEXT_BYTES) == 2 == counted.fresh().first_batch(
-        "16-bit training", 20 * MIB + CUDA_CONTEXT_BYTES) and counted.fresh().counted == 10 * MIB
-    assert counted.first_batch("inference", 40 * MIB + CUDA_CONTEXT_BYTES - 1) == 1
 
 
 def test_every_answer_states_its_set_up_and_precision_and_the_real_parameter_count() -> None:

@@ -139,24 +139,18 @@ def test_top_level_defaults_and_float_fields() -> None:
 class _Curve:
     """A predictor over a made-up curve: peak(batch) in bytes, with every simulation counted."""
 
-    def __init__(self, peak, fail: Exception | None = None, first: int = 1) -> None:
-        self.curve, self.fail, self.cache, self.parameters, self.first = peak, fail, {}, 0, first
-        self.asked: list[int] = []
+    def __init__(self, peak, fail: Exception | None = None) -> None:
+        self.curve, self.fail, self.cache, self.parameters = peak, fail, {}, 0
 
     def peak(self, row_id: str) -> int:
         if self.fail is not None:
             raise self.fail
         batch = parse_row(row_id).batch_size
-        if row_id not in self.cache:
-            self.asked.append(batch)
         self.cache[row_id] = self.curve(batch)
         return self.cache[row_id]
 
     def template(self, kind: str) -> str:
         return KINDS[kind]
-
-    def first_batch(self, kind: str, usable: int) -> int:
-        return self.first
 
 
 @pytest.mark.parametrize(("usable", "batch"), [(99, 0), (100, 1), (109, 1), (110, 2), (1085, 99), (1090, 100),
@@ -169,21 +163,6 @@ def test_the_search_by_hand_on_a_line(usable: int, batch: int) -> None:
     assert answer.next_bytes == (0 if batch == 1024 else 90 + 10 * (batch + 1))
     # batch 1, batch 2, the line's proposal and the batch after it: four simulations on a straight line
     assert answer.simulations == {0: 1, 1: 2, 2: 3, 1024: 3}.get(batch, 4)
-
-
-@pytest.mark.parametrize(("usable", "batch", "asked"), [(99, 0, [2, 1]), (100, 1, [2, 1]), (109, 1, [2, 1]),
-                                                        (110, 2, [2, 3]), (1085, 99, [2, 3, 99, 100]),
-                                                        (10_330, 1024, [2, 3, 1024]), (10**6, 1024, [2, 3, 1024])])
-def test_the_search_from_batch_2_by_hand_on_a_line(usable: int, batch: int, asked: list[int]) -> None:
-    """From batch 2, batch 1 is asked only where batch 2 does not fit, and the answer is the search's from 1."""
-    curve = _Curve(lambda b: 90 + 10 * b, first=2)
-    answer = fit_search.largest_batch(curve, "full training", 256, usable)  # type: ignore[arg-type]
-    from_one = fit_search.largest_batch(_Curve(lambda b: 90 + 10 * b), "full training", 256, usable)  # type: ignore
-    assert answer.batch == from_one.batch == batch
-    assert (answer.row, answer.predicted_bytes, answer.next_bytes) == (from_one.row, from_one.predicted_bytes,
-                                                                       from_one.next_bytes)
-    assert curve.asked == asked and answer.simulations == len(asked)
-    assert fit_answers.largest_batch(lambda b: 10 * b, 15, 1, low=2) == 1  # a limit of 1: batch 1 alone
 
 
 def test_interpolation_counts_on_a_curve_the_line_misjudges() -> None:

@@ -56,20 +56,17 @@ def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessMod
     return needs(target, prediction.tensor_peak_bytes, 0, model)  # type: ignore[union-attr]
 
 
-def largest_batch(peak: Callable[[int], int], usable: int, limit: int, low: int = 1) -> int:
+def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
     """The largest batch b in 1..limit with peak(b) <= usable (0 when not even batch 1 fits), for a peak that
     grows with the batch, asking for as few peaks as it can (each may be a simulation): peaks are close to
-    linear in the batch, so the line through batches ``low`` and ``low`` + 1 proposes a batch, and the search
-    then brackets the answer, interpolating, and bisecting once after a guess that left more than half the
-    bracket. From ``low`` = 2, batch 1 is asked only where batch 2 does not fit (a caller whose batch 1 costs
-    more than another batch starts there where batch 2 is likely to fit); the answer is the same."""
-    low = min(low, limit)
-    if peak(low) > usable:
-        return 0 if low == 1 or peak(1) > usable else 1
-    fits, too_big = low, limit + 1  # the largest batch known to fit, the smallest known not to
-    if limit > low:  # the line through the first two batches proposes the first batch to try
-        slope = max(peak(low + 1) - peak(low), 1)
-        first = min(max(low + (usable - peak(low)) // slope, low + 1), limit)
+    linear in the batch, so the line through batches 1 and 2 proposes a batch, and the search then brackets
+    the answer, interpolating, and bisecting once after a guess that left more than half the bracket."""
+    if peak(1) > usable:
+        return 0
+    fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
+    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
+        slope = max(peak(2) - peak(1), 1)
+        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
         fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
         if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
             too_big = first + 1
@@ -102,12 +99,11 @@ def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | No
     return min(max(guess, fits + 1), too_big - 1)
 
 
-def answer_within(kind: str, row: str, peak: Callable[[int], int], usable: int, limit: int, low: int = 1,
+def answer_within(kind: str, row: str, peak: Callable[[int], int], usable: int, limit: int,
                   **context: str | int) -> FitAnswer:
-    """The answer for one set-up: the largest batch (searched from batch ``low``: largest_batch), its row (``row``
-    with {b} to fill) and the peaks either side of the edge (at batch 1 when nothing fits); ``context`` fills the
-    answer's other fields."""
-    batch = largest_batch(peak, usable, limit, low)
+    """The answer for one set-up: the largest batch, its row (``row`` with {b} to fill) and the peaks either
+    side of the edge (at batch 1 when nothing fits); ``context`` fills the answer's other fields."""
+    batch = largest_batch(peak, usable, limit)
     shown = max(batch, 1)
     following = peak(batch + 1) if batch < limit else 0
     return FitAnswer(kind=kind, row=row.format(b=shown), batch=batch, predicted_bytes=peak(shown),

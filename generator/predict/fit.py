@@ -2,10 +2,8 @@
 
 Predicted memory is close to linear in the batch (fixed costs plus a per-sequence cost), so the answers' search
 (generator/answers/fit.py) asks for few simulations: the answer's prediction is within the usable budget and the
-next batch's is not. Where the weights alone leave room for batch 2, the search starts there and asks batch 1 only
-if batch 2 does not fit (Predictor.first_batch): batch 1 costs the most of any batch to simulate. The usable budget
-is the budget less a safety margin for what the simulation does not see (the allocator's fragmentation, a GPU's
-context and workspaces)."""
+next batch's is not. The usable budget is the budget less a safety margin
+for what the simulation does not see (the allocator's fragmentation, a GPU's context and workspaces)."""
 
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,15 +11,14 @@ from functools import partial
 from pathlib import Path
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
-from generator.answers.fit import FitAnswer, answer_within, expected_peak, needs
+from generator.answers.fit import FitAnswer, answer_within, expected_peak
 from generator.answers.setups import KINDS, row_template
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
-from generator.model_source import ModelError, ModelSource, meta_model
+from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
 from generator.predict.simulate import simulate_kept_part
-from generator.quantize import least_weight_bytes
 from generator.units import format_mib
 
 DEFAULT_MARGIN = 0.10
@@ -48,40 +45,20 @@ def target_program(target: str) -> Callable[[RowSpec, ModelSource], object]:
 class Predictor:
     """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU; with sharding (a
     key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row. The simulator is
-    the target's program (target_program) unless another is given; the search starts where the model's
-    parameters, counted on the meta device, say (first_batch), unless another simulator is given without a
-    count of its own."""
+    the target's program (target_program) unless another is given."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
                  simulator: Callable[[RowSpec, ModelSource], object] | None = None, target: str = "cpu",
-                 sharding: tuple[str, int] | None = None, count: Callable[[ModelSource], int] | None = None) -> None:
+                 sharding: tuple[str, int] | None = None) -> None:
         self.source, self.model, self.target = source, model, target
         self.simulator = simulator or target_program(target)
-        self.count = count if count is not None or simulator is not None else meta_parameters
         self.sharding = sharding
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them
-        self.counted = 0  # the parameters as self.count gives them, counted once (first_batch)
 
     def fresh(self) -> "Predictor":
-        """A predictor like this one, with nothing simulated yet (and the parameters, if counted)."""
-        fresh = Predictor(self.source, self.model, self.simulator, self.target, self.sharding, self.count)
-        fresh.counted = self.counted
-        return fresh
-
-    def first_batch(self, kind: str, usable: int) -> int:
-        """Where the search starts (answers/fit.py largest_batch): batch 2 where the weights alone leave room
-        for it, so that an answer of two or more never simulates batch 1 (a dimension of one takes other paths
-        than every larger batch, so batch 1 costs a read of the stack's shape of its own: simulate.py); else
-        batch 1, all that a set-up whose weights do not fit needs. A sharded row's card holds a share of the
-        weights, which this bound does not split, and a predictor without a count starts at 1. The answer is
-        the same from either."""
-        row = parse_row(self.template(kind).format(b=1, s=1))
-        if row.sharding or self.count is None:
-            return 1
-        self.counted = self.counted or self.count(self.source)
-        weights = least_weight_bytes(self.counted, row)
-        return 2 if needs(self.target, weights, weights, self.model) <= usable else 1
+        """A predictor like this one, with nothing simulated yet."""
+        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding)
 
     def template(self, kind: str) -> str:
         """The row that answers a set-up, sharded as asked (answers/setups.py)."""
@@ -98,18 +75,13 @@ class Predictor:
         return self.cache[row_id]
 
 
-def meta_parameters(source: ModelSource) -> int:
-    """The model's parameters, counted on the meta device (no memory, no init), each tied weight once."""
-    return sum(parameter.numel() for parameter in meta_model(source).parameters())
-
-
 def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
     """The largest batch of a set-up whose simulated prediction is within the usable budget, by the answers'
     one search (generator/answers/fit.py), with how many simulations it took."""
     template, before = predictor.template(kind), len(predictor.cache)
     found = answer_within(kind, template.format(b="{b}", s=seq_len),
                           lambda batch: predictor.peak(template.format(b=batch, s=seq_len)), usable,
-                          batch_limit(seq_len), predictor.first_batch(kind, usable))
+                          batch_limit(seq_len))
     return replace(found, simulations=len(predictor.cache) - before, parameters=predictor.parameters)
 
 
