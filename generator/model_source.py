@@ -182,7 +182,10 @@ def check_lora_targets(source: ModelSource, targets: tuple[str, ...]) -> None:
     """Refuse --lora-targets that name no module of the model, as peft matches them (the module's name, or the
     end of its dotted path), whatever rows were asked for: a target that matches nothing is a typing slip, and
     the rows without LoRA would otherwise ignore it silently. The model is built on the meta device: no memory."""
-    model = meta_model(source)
+    import torch
+
+    with torch.device("meta"), _no_init_weights():
+        model = from_config(source, load_config(source))
     names = [name for name, _ in model.named_modules() if name]
     missing = [target for target in targets if not any(name == target or name.endswith(f".{target}")
                                                           for name in names)]
@@ -202,17 +205,6 @@ def from_config(source: ModelSource, config, **options):  # -> transformers.PreT
     except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
         raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
                          f"({one_line_error(error)})") from None
-
-
-def meta_model(source: ModelSource):  # -> transformers.PreTrainedModel
-    """The model built on the meta device, tied as a built model is: its modules and parameter counts without
-    memory or an init (a 70B's in a few hundredths of a second)."""
-    import torch
-
-    with torch.device("meta"), _no_init_weights():
-        model = from_config(source, load_config(source))
-    model.tie_weights()
-    return model
 
 
 def config_hash(config: dict) -> str:
