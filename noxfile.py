@@ -17,6 +17,13 @@ nox.options.error_on_missing_interpreters = True
 # CPU wheel, while any looser spec makes pip download a CUDA build of several GB. It is installed before the
 # project, so the project's own `torch>=2.4` range is already satisfied and pulls nothing more.
 TORCH = "torch==2.13.0"
+# The libraries a peak depends on are pinned to the versions the committed measurements and curves were made
+# under, so that a fresh clone tests, measures and builds what main holds: a newer release is a new environment
+# (its own folder, compared with `diff`), chosen on purpose with `measure_versions` or `history`, never picked up
+# by a reinstall. (transformers 5.25.0 reached the registry after 5.24.0's curves were committed; a fresh clone
+# then recorded curves the page could not offer, under other versions than its table's.)
+TRANSFORMERS, PEFT, BITSANDBYTES = "transformers==5.24.0", "peft==0.21.2", "bitsandbytes==0.50.2"
+STACK = (TRANSFORMERS, PEFT, BITSANDBYTES)
 
 
 @nox.session
@@ -24,7 +31,7 @@ def measure(session: nox.Session) -> None:
     """The main job's first half: measure the matrix into measurements/<environment>/ (posargs go to
     `memory-budget measure`), then `refresh` what the page needs beside it. `nox -s measure build` is the job."""
     session.install(TORCH)
-    session.install("-e", ".[measure,cluster]")
+    session.install("-e", ".[measure,cluster]", *STACK)
     session.run("memory-budget", "measure", *session.posargs, success_codes=[0, 1])  # 1: a row failed, and says so
     session.run("memory-budget", "refresh")  # predictions, the step-2 cap, the fit curves: what the page needs
 
@@ -35,7 +42,7 @@ def allocators(session: nox.Session) -> None:
     checkpointing under glibc, glibc-tuned, jemalloc and tcmalloc, then the default matrix under glibc-tuned,
     then `refresh`. jemalloc and tcmalloc need Debian's libjemalloc2 and libtcmalloc-minimal4."""
     session.install(TORCH)
-    session.install("-e", ".[measure,cluster]")
+    session.install("-e", ".[measure,cluster]", *STACK)
     session.run("memory-budget", "measure", "--rows", "train-b8", "train-b8-ckpt", "--allocator", "glibc",
                 "glibc-tuned", "jemalloc", "tcmalloc", *session.posargs, success_codes=[0, 1])
     session.run("memory-budget", "measure", "--allocator", "glibc-tuned", *session.posargs, success_codes=[0, 1])
@@ -48,7 +55,7 @@ def setups(session: nox.Session) -> None:
     cache, mixed precision, LoRA on a bf16 base (cheap on a CPU with native bf16, slow without), shapes past
     the default range, GPT-2's matrix and a third family (Qwen2-0.5B); then `refresh` for each model."""
     session.install(TORCH)
-    session.install("-e", ".[measure,cluster]")
+    session.install("-e", ".[measure,cluster]", *STACK)
     both = ("--allocator", "glibc", "glibc-tuned", "--repeats", "2")
     for arguments in (("--rows", "gen-b1-n64", "train-b8-amp", "train-b8-bf16-lora8"),
                       ("--rows", "train-b16", "infer-b32-s512", "train-b2-s1024", "train-b1-s2048"),
@@ -74,8 +81,8 @@ def measure_versions(session: nox.Session, transformers: str) -> None:
     picks peft likewise. posargs go to `memory-budget measure`. A release that cannot run a row records it as
     failed, with the reason."""
     session.install(f"torch=={os.environ.get('MEMORY_BUDGET_TORCH', TORCH.split('==')[1])}")
-    session.install("-e", ".[measure,cluster]")
-    session.install(f"transformers=={transformers}", f"peft=={os.environ.get('MEMORY_BUDGET_PEFT', '0.21.2')}")
+    session.install("-e", ".[measure,cluster]", f"transformers=={transformers}",
+                    f"peft=={os.environ.get('MEMORY_BUDGET_PEFT', PEFT.split('==')[1])}", BITSANDBYTES)
     session.run("memory-budget", "measure", *session.posargs)
 
 
@@ -94,7 +101,7 @@ def history(session: nox.Session) -> None:
     `nox -s history -- --model path/to/config.json`. A release pip cannot install is recorded with the reason;
     one that installs but cannot simulate a row records that row's error."""
     session.install(TORCH)
-    session.install("-e", ".[measure]")
+    session.install("-e", ".[measure]", *STACK)
     for release in HISTORY_RELEASES:
         try:
             session.install(f"transformers=={release}", silent=True)
@@ -123,7 +130,7 @@ def build(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Run the test suite: real worker processes on a tiny Llama config, then build and check the pages."""
     session.install(TORCH)
-    session.install("-e", ".[measure,site,test,cluster]")
+    session.install("-e", ".[measure,site,test,cluster]", *STACK)
     session.run("pytest", *session.posargs)
 
 
@@ -134,7 +141,7 @@ def gpu(session: nox.Session) -> None:
     `memory-budget gpu`, e.g. `--models SmolLM2-135M-Instruct --card 16GiB`). torch is MEMORY_BUDGET_GPU_TORCH,
     by default whatever `pip install torch` gives there (a CUDA build on Linux)."""
     session.install(os.environ.get("MEMORY_BUDGET_GPU_TORCH", "torch"))
-    session.install("-e", ".[measure]")
+    session.install("-e", ".[measure]", *STACK)
     session.run("memory-budget", "gpu", *session.posargs, success_codes=[0, 1])  # 1: a row failed, and says so
 
 
@@ -143,7 +150,7 @@ def benchmark(session: nox.Session) -> None:
     """Record the speed and memory of predict and fit into measurements/<environment>/_benchmarks.toml
     (posargs: --only predict|fit, --label TEXT)."""
     session.install(TORCH)
-    session.install("-e", ".[measure]")
+    session.install("-e", ".[measure]", *STACK)
     session.run("python", "-m", "generator.predict.benchmark", *session.posargs)
 
 
@@ -172,6 +179,6 @@ def serve(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff, and types with mypy (settings in pyproject.toml)."""
     session.install(TORCH)  # mypy checks against the libraries the code runs with
-    session.install("ruff", "mypy", "-e", ".[measure,site,test,cluster]")
+    session.install("ruff", "mypy", "-e", ".[measure,site,test,cluster]", *STACK)
     session.run("ruff", "check", ".", *session.posargs)
     session.run("mypy")
