@@ -67,7 +67,7 @@ def setups(session: nox.Session) -> None:
 
 
 # The releases the versions page compares. 4.57.6 is the last 4.x; 5.22.0 is the release a well-known write-up
-# of this experiment used; 5.24.0 is the newest here. peft 0.21.2 works with all three.
+# of this experiment used; 5.24.0 is the pinned one (STACK). peft 0.21.2 works with all three.
 TRANSFORMERS_RELEASES = ["4.57.6", "5.22.0", "5.24.0"]
 
 
@@ -90,7 +90,7 @@ def measure_versions(session: nox.Session, transformers: str) -> None:
 # the pinned torch and peft stop importing, and of 5.x up to the newest.
 HISTORY_RELEASES = ["4.36.2", "4.40.2", "4.44.2", "4.46.3", "4.48.3", "4.50.3", "4.52.4", "4.54.1", "4.56.2",
                     "4.57.6", "5.0.0", "5.3.0", "5.6.2", "5.9.0", "5.12.1", "5.15.1", "5.18.0", "5.20.2", "5.22.2",
-                    "5.24.0"]
+                    "5.24.0", "5.25.0"]
 
 
 @nox.session
