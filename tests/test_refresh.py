@@ -43,7 +43,7 @@ def _table(**changes) -> FitTable:
     table = FitTable(libraries=libraries(ENV), environment=ENV.id, seq_len=1024, example=(), simulator=METHOD,
                      curves=tuple(Curve(model=s.name, config_sha256=s.config_sha256, parameters=1, kind="inference",
                                         row="infer-b{b}-s1024", batches=(1, 2), tensor_bytes=(1, 2),
-                                        cuda_bytes=(1, 2)) for s in shipped))
+                                        cuda_bytes=(1, 2)) for s in shipped), cards=curves.PAGE_CARDS)
     return replace(table, **changes)
 
 
@@ -53,6 +53,8 @@ def test_curves_are_current_only_for_these_libraries_this_simulator_and_these_co
     assert not curves.is_current(_table(libraries="torch 2.4.0, transformers 4.46.0, peft 0.13.0"), ENV)
     assert not curves.is_current(_table(), replace(ENV, transformers="5.25"))
     assert not curves.is_current(_table(simulator="fake-tensors-1"), ENV)
+    assert not curves.is_current(_table(cards=()), ENV)  # no fit batches at the page's cards: simulated again
+    assert not curves.is_current(_table(cards=curves.PAGE_CARDS[:-1]), ENV)  # a card added to the page since
     changed = _table()
     first = replace(changed.curves[0], config_sha256="0" * 64)  # a shipped config edited since
     assert not curves.is_current(replace(changed, curves=(first, *changed.curves[1:])), ENV)

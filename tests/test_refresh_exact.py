@@ -94,13 +94,16 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
     monkeypatch.setattr(curves.time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [
         function(*t) for t in tasks] if workers == 3 else pytest.fail(f"workers {workers}"))
-    table = curves.site_curves(ENV, 3, ("edge",), (512, 1024))  # type: ignore[arg-type]
+    monkeypatch.setattr(curves, "calculator_edges", lambda process=None, cards=(): ("edges at", cards))
+    table = curves.site_curves(ENV, 3, (8, 24), (512, 1024))  # type: ignore[arg-type]
     assert table.seconds == 12.3
     kinds = list(curves.KINDS)
     wanted = [(name, n) for n in (512, 1024) for name in ("a", "b") if (name, n) != ("b", 1024)]
-    plain = [(name, kind, n, "", ("edge",)) for name, n in wanted for kind in kinds]
+    plain = [(name, kind, n, "", ("edges at", (8, 24))) for name, n in wanted for kind in kinds]
     assert asked[:len(plain)] == plain
-    assert asked[len(plain):] == [("big", kind, 1024, row, ()) for kind, row in curves.SHARDED_SETUPS]
+    assert asked[len(plain):] == [("big", kind, 1024, row, ("edges at", (curves.SHARDED_CARD_GIB,)))
+                                  for kind, row in curves.SHARDED_SETUPS]
+    assert table.cards == (8, 24)  # the table says which cards' batches it holds: is_current reads it
     made = [(name, kind, n) for name, n in wanted for kind in kinds if kind != "QLoRA"]
     assert [(c.name, c.kind, c.seq_len) for c in table.curves] == [m for m in made if m[2] == 1024]  # type: ignore
     assert [(c.name, c.kind, c.seq_len) for c in table.other_lengths] == [m for m in made if m[2] == 512]  # type: ignore
@@ -146,7 +149,7 @@ def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulato
                        tensor_bytes=(1, 2)) for c in configs for n in lengths)
     return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024,
                     curves=tuple(c for c in made if c.seq_len == 1024), example=(), simulator=simulator,
-                    other_lengths=tuple(c for c in made if c.seq_len != 1024))
+                    other_lengths=tuple(c for c in made if c.seq_len != 1024), cards=curves.PAGE_CARDS)
 
 
 
@@ -160,7 +163,8 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
     monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
                         folder / "_fit.toml")
     for found, current in ((_table(), True), (_table(simulator="old"), False), (_table(configs=("a",)), False),
-                           (_table(libraries="torch 2.12"), False), (_table(lengths=(1024,)), True), (None, False)):
+                           (_table(libraries="torch 2.12"), False), (_table(lengths=(1024,)), True), (None, False),
+                           (replace(_table(), cards=()), False)):
         monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found
                             if (root, environment) == (tmp_path, ENV) else pytest.fail("find_fit's arguments"))
         saved.clear()

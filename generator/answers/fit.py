@@ -15,6 +15,7 @@ from generator.store.records import CpuPart, CudaPart, Prediction
 GPU_GROUPS_GIB = ((8, 12, 16, 24), (40, 48, 80))
 CPU_BUDGETS_GIB = (32, 64)
 GPU_MARGIN = 0.10
+SHARDED_CARD_GIB = 80  # the card the sharded section answers for (an A100 or H100 80 GiB)
 
 
 @dataclass(frozen=True)

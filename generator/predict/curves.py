@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 
-from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, narrow, needs
+from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SHARDED_CARD_GIB, narrow, needs
 from generator.answers.setups import KINDS
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
@@ -135,10 +135,15 @@ def sharded_model() -> ModelSource:
     return resolve_model(str(resources.files("generator") / "models" / "benchmark" / f"{SHARDED_MODEL}.json"))
 
 
-def calculator_edges(process: ProcessModel) -> tuple[Edge, ...]:
-    """The cards the fit page's tables and calculator list, as `fit --target gpu` answers them: each with the
-    stated margin."""
-    cards = tuple(gib for group in GPU_GROUPS_GIB for gib in group)
+GPU_ONLY = ProcessModel(0.0, 0.0, 0, "")  # what a GPU edge carries: its answers read no process model
+
+
+PAGE_CARDS = tuple(gib for group in GPU_GROUPS_GIB for gib in group)  # the cards the page lists, in GiB
+
+
+def calculator_edges(process: ProcessModel = GPU_ONLY, cards: tuple[int, ...] = PAGE_CARDS) -> tuple[Edge, ...]:
+    """The cards the fit page's tables and calculator list (in GiB), as `fit --target gpu` answers them: each
+    with the stated margin."""
     return tuple(Edge("gpu", round(gib * GIB * (1 - GPU_MARGIN)), process) for gib in cards)
 
 
@@ -147,23 +152,25 @@ def lengths_of(source: ModelSource, lengths: tuple[int, ...] = CALCULATOR_LENGTH
     return tuple(n for n in lengths if not source.max_positions or n <= source.max_positions)
 
 
-def site_curves(environment: Environment, workers: int = 1, edges: tuple[Edge, ...] = (),
+def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ...] = PAGE_CARDS,
                 lengths: tuple[int, ...] = ()) -> FitTable:
     """Every shipped config's curves at the page's length (and any other lengths asked, which the calculator
-    then offers), the 70B's on several cards, and the example's rows; with several workers, side by side."""
-    started, lengths = time.perf_counter(), lengths or (SITE_SEQ_LEN,)
+    then offers), with fit's batches at each card (in GiB) the page lists, so that the page's GPU answers at
+    those cards are fit's own; the 70B's on several cards, with its card's; and the example's rows; with
+    several workers, side by side."""
+    started, lengths, edges = time.perf_counter(), lengths or (SITE_SEQ_LEN,), calculator_edges(cards=cards)
     sources = [resolve_model(name) for name in SHIPPED_MODELS]
     tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths for source in sources
              if seq_len in lengths_of(source, lengths) for kind in KINDS]
     found = [item for item in parallel.starmap(curve, tasks, workers) if item is not None]
-    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row) for kind, row in SHARDED_SETUPS],
-                               workers)
+    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row, calculator_edges(
+        cards=(SHARDED_CARD_GIB,))) for kind, row in SHARDED_SETUPS], workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=SITE_SEQ_LEN,
                     curves=tuple(item for item in found if item.seq_len == SITE_SEQ_LEN), example=tuple(example),
                     seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
                     sharded=tuple(item for item in sharded if item is not None),
-                    other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN))
+                    other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN), cards=cards)
 
 
 def model_curves(source: ModelSource, environment: Environment, lengths: tuple[int, ...], edges: tuple[Edge, ...],
@@ -180,5 +187,7 @@ def is_current(table: FitTable | None, environment: Environment) -> bool:
     """Whether a table was simulated under these library versions from the shipped configs as they are now."""
     if table is None or table.libraries != libraries(environment) or table.simulator != METHOD:
         return False  # other library versions, or an older simulator's curves
+    if table.cards != PAGE_CARDS:
+        return False  # curves without fit's batches at each card the page lists (before they were kept)
     shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
     return {c.config_sha256 for c in table.curves} == shipped

@@ -5,14 +5,14 @@ stated margin."""
 
 from dataclasses import dataclass
 
-from generator.answers.fit import FitAnswer, answer_within, card_needs
+from generator.answers.fit import SHARDED_CARD_GIB, FitAnswer, answer_within, card_needs
 from generator.answers.setups import SHARDING_NAMES
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_page import SITE_MARGIN, cell
 from generator.store.fit_table import Curve, FitTable
 from generator.units import GIB, format_gib
 
-CARD_BYTES = 80 * GIB
+CARD_BYTES = SHARDED_CARD_GIB * GIB
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class FitTable:
     simulator: str = ""  # the simulator's method (predict/simulate.py METHOD): refresh redoes an older one's table
     sharded: tuple[Curve, ...] = ()  # one card's curves of a large config on several cards (sharded rows)
     other_lengths: tuple[Curve, ...] = ()  # the same configs' curves at the calculator's other lengths
+    cards: tuple[int, ...] = ()  # the GPU cards (GiB) whose fit batches the curves hold; () in older tables
 
 
 def libraries(environment: Environment) -> str:
@@ -132,6 +133,9 @@ def load_fit(folder: Path) -> FitTable | None:
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
     if not isinstance(document.get("simulator", ""), str):
         raise ResultsError(f"{path}: simulator is not text")
+    cards = document.get("cards", [])
+    if not isinstance(cards, list) or not all(isinstance(gib, int) and not isinstance(gib, bool) for gib in cards):
+        raise ResultsError(f"{path}: cards is not a list of whole GiB")
     if not (isinstance(top["libraries"], str) and isinstance(top["environment"], str)
             and isinstance(top["seq_len"], int)):
         raise ResultsError(f"{path}: libraries, environment or seq_len is missing or mistyped")
@@ -139,7 +143,7 @@ def load_fit(folder: Path) -> FitTable | None:
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
-                    sharded=sharded, other_lengths=others)  # type: ignore[arg-type]
+                    sharded=sharded, other_lengths=others, cards=tuple(cards))  # type: ignore[arg-type]
 
 
 def check_curves(curves: tuple[Curve, ...], path: Path) -> None:
