@@ -62,6 +62,13 @@
     }
     return fits;
   }
+  function onSimulated(curve, peak, batch, usable) {  // generator/answers/fit.py on_simulated
+    var best = 0n;
+    curve.batches.map(BigInt).forEach(function (b) {
+      if (b <= batch && b > best && peak(b) <= usable) { best = b; }
+    });
+    return best;
+  }
   function gib(bytes, digits) {  // Python's f"{bytes / 2**30:,.{digits}f} GiB": exact, ties to even
     var scaled = bytes * (10n ** BigInt(digits)), whole = scaled / GIB, rest = scaled % GIB;
     if (2n * rest > GIB || (2n * rest === GIB && whole % 2n === 1n)) { whole += 1n; }
@@ -78,7 +85,9 @@
   function answer(curve, budget, target) {
     var peak = peakFunction(curve, target), limit = BigInt(curve.limit);
     var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));
-    var batch = largestBatch(peak, usable, limit), shown = batch > 0n ? batch : 1n;
+    var batch = largestBatch(peak, usable, limit);
+    if (target === "gpu") { batch = onSimulated(curve, peak, batch, usable); }  // a reserve is not convex
+    var shown = batch > 0n ? batch : 1n;
     var text = batch === 0n
       ? "does not fit: " + gibAbove(peak(shown), usable).replace(/ GiB$/, "") + " > " + gib(usable, 1)
       : "batch " + batch + " (" + gib(peak(shown), 1) + ")";

@@ -110,7 +110,7 @@ def _chord_by_hand(batches: list[int], values: list[int], batch: int) -> int:
 def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
     """Expectations by hand: the stated margins (10 % on a GPU, the CPU band given, 7 %), the stated context
     (287,047,680 bytes lazily loaded, plus two 32 MiB cuBLAS workspaces), and the chord rule written out above,
-    never the code's own margin or chord."""
+    never the code's own margin or chord; a GPU answer is a simulated batch."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -139,7 +139,9 @@ def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
                     return _chord_by_hand(batches, cuda, batch) + 287_047_680 + 2 * 32 * 2**20
                 return round(_chord_by_hand(batches, tensor, batch) * (1 + proportional) + fixed)
             assert peak(max(answer.batch, 1)) == answer.predicted_bytes
-            if answer.batch == 0:
+            if on_gpu:  # settled on a simulated batch: on this growing curve, the largest simulated one that fits
+                assert answer.batch == max((b for b in batches if peak(b) <= usable), default=0)
+            elif answer.batch == 0:
                 assert peak(1) > usable
             else:
                 assert peak(answer.batch) <= usable

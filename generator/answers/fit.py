@@ -100,11 +100,21 @@ def _interpolate(fits: int, fits_peak: int, too_big: int, too_big_peak: int | No
     return min(max(guess, fits + 1), too_big - 1)
 
 
+def on_simulated(batch: int, simulated: tuple[int, ...], peak: Callable[[int], int], usable: int) -> int:
+    """An answer read from a curve, settled on a simulated batch: the largest simulated batch at or below the
+    search's answer whose peak fits (0 where none does). A simulated GPU reserve is not convex in the batch, so
+    between two simulated batches the chord can lie below the reserve and name a batch that does not fit; at a
+    card whose fit batches the curve holds, the search's answer is already a simulated batch."""
+    return max((b for b in simulated if b <= batch and peak(b) <= usable), default=0)
+
+
 def answer_within(kind: str, row: str, peak: Callable[[int], int], usable: int, limit: int,
-                  **context: str | int) -> FitAnswer:
-    """The answer for one set-up: the largest batch, its row (``row`` with {b} to fill) and the peaks either
-    side of the edge (at batch 1 when nothing fits); ``context`` fills the answer's other fields."""
+                  simulated: tuple[int, ...] | None = None, **context: str | int) -> FitAnswer:
+    """The answer for one set-up: the largest batch (settled on a ``simulated`` batch where they are given:
+    on_simulated), its row (``row`` with {b} to fill) and the peaks either side of the edge (at batch 1 when
+    nothing fits); ``context`` fills the answer's other fields."""
     batch = largest_batch(peak, usable, limit)
+    batch = batch if simulated is None else on_simulated(batch, simulated, peak, usable)
     shown = max(batch, 1)
     following = peak(batch + 1) if batch < limit else 0
     return FitAnswer(kind=kind, row=row.format(b=shown), batch=batch, predicted_bytes=peak(shown),

@@ -12,6 +12,7 @@ from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES, context_allowan
 from generator.answers.fit import CPU_BUDGETS_GIB, GPU_GROUPS_GIB, GPU_MARGIN, FitAnswer, answer_within, needs
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
+from generator.report.between import BetweenText, between_text
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, first_lines, legend
 from generator.store.fit_table import Curve, FitTable
@@ -133,6 +134,7 @@ class FitPageContext:
     imports_within_margin: bool = False  # whether they fit inside the margin of the smallest CPU budget
     gpu_line: str = ""  # which GPU figures are simulated and which a device confirmed (report/gpu_validation.py)
     context_measured: str = ""  # the context a device measured, beside the allowance ('' without one)
+    between: BetweenText | None = None  # what an answer between simulated batches reads (report/between.py)
     validated: tuple[tuple[str, ...], ...] = ()  # (model, row, simulated, measured on the device, error)
     checked: tuple[tuple[str, ...], ...] = ()  # (model, row at the answer's batch, the cap, what happened)
     device_name: str = ""  # the device that validated them
@@ -213,8 +215,10 @@ def site_answers(table: FitTable, process: ProcessModel,
         for budget in budgets:
             peak = _peak(curve, budget, process)
             usable = round(budget.n_bytes * (1 - budget.margin))
-            answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, model=curve.model,
-                                                  parameters=curve.parameters, budget_bytes=budget.n_bytes)))
+            settled = curve.batches if budget.target == "gpu" else None  # a reserve is not convex: answers/fit.py
+            answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, settled,
+                                                  model=curve.model, parameters=curve.parameters,
+                                                  budget_bytes=budget.n_bytes)))
     return answers
 
 
@@ -270,6 +274,8 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           calculator=calculator_data(table, recorded, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
                                                      tuple(gib for group in GPU_GROUPS_GIB for gib in group),
                                                      EXAMPLE_CARD_BYTES // GIB) if table else None,
+                          between=between_text(table, recorded, [answer for budget, answer in answers
+                                                                 if budget.target == "gpu"]) if table else None,
                           imports=format_mib(baseline.summary.baseline_bytes) if baseline else "",
                           imports_within_margin=baseline is not None and baseline.summary.baseline_bytes
                           <= cpu_margin * min(CPU_BUDGETS_GIB) * GIB)

@@ -43,8 +43,8 @@ def _answer(curve: Curve, seq_len: int) -> FitAnswer:
         return card_needs(curve.cuda_at(batch))
 
     usable, limit = round(CARD_BYTES * (1 - SITE_MARGIN)), batch_limit(seq_len)
-    return answer_within(curve.kind, curve.row, peak, usable, limit, model=curve.model, parameters=curve.parameters,
-                         budget_bytes=CARD_BYTES)
+    return answer_within(curve.kind, curve.row, peak, usable, limit, curve.batches, model=curve.model,
+                         parameters=curve.parameters, budget_bytes=CARD_BYTES)
 
 
 def sharded_section(table: FitTable | None) -> ShardedSection | None:
