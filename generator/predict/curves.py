@@ -163,8 +163,9 @@ def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ..
     tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths for source in sources
              if seq_len in lengths_of(source, lengths) for kind in KINDS]
     found = [item for item in parallel.starmap(curve, tasks, workers) if item is not None]
-    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row, calculator_edges(
-        cards=(SHARDED_CARD_GIB,))) for kind, row in SHARDED_SETUPS], workers)
+    card = calculator_edges(cards=(SHARDED_CARD_GIB,))  # the one card the sharded section answers
+    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row, card)
+                                       for kind, row in SHARDED_SETUPS], workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=SITE_SEQ_LEN,
                     curves=tuple(item for item in found if item.seq_len == SITE_SEQ_LEN), example=tuple(example),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from generator.answers.fit import FitAnswer
 from generator.matrix import batch_limit
 from generator.report.calculator import offered
-from generator.store.fit_table import Curve, FitTable
+from generator.store.fit_table import Curve, FitTable, chord
 from generator.store.recorded_curves import RecordedCurves
 from generator.units import format_mib
 
@@ -17,10 +17,8 @@ from generator.units import format_mib
 def above_chord(batches: Sequence[int], values: Sequence[int]) -> int:
     """How far, in bytes, a simulated batch lies above the chord of its two neighbours at most; 0 where the
     curve is convex at its simulated batches."""
-    excess, points = 0, list(zip(batches, values, strict=True))
-    for (b0, v0), (b1, v1), (b2, v2) in zip(points, points[1:], points[2:], strict=False):
-        excess = max(excess, v1 - (v0 + (v2 - v0) * (b1 - b0) // (b2 - b0)))
-    return excess
+    return max((values[i] - chord((batches[i - 1], batches[i + 1]), (values[i - 1], values[i + 1]), batches[i])
+                for i in range(1, len(batches) - 1)), default=0)
 
 
 def _bent(curves: Sequence[Curve], field: str) -> tuple[int, int]:

@@ -46,14 +46,14 @@ class Curve:
     def at(self, batch: int) -> int:
         """The tensor peak at a batch: exact at the simulated batches, on the chord between them (on or above
         the convex curve), and along the last segment past them (affine there)."""
-        return _chord(self.batches, self.tensor_bytes, batch)
+        return chord(self.batches, self.tensor_bytes, batch)
 
     def cuda_at(self, batch: int) -> int:
         """The simulated CUDA reserve at a batch, read the same way."""
-        return _chord(self.batches, self.cuda_bytes, batch)
+        return chord(self.batches, self.cuda_bytes, batch)
 
 
-def _chord(batches: tuple[int, ...], values: tuple[int, ...], batch: int) -> int:
+def chord(batches: tuple[int, ...], values: tuple[int, ...], batch: int) -> int:
     points = list(zip(batches, values, strict=True))
     segments = list(pairwise(points))
     (b1, t1), (b2, t2) = next((s for s in segments if batch <= s[1][0]), segments[-1])
