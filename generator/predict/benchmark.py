@@ -69,11 +69,14 @@ def run_fit_case(model: str, budget: str, target: str, goal: float, again: bool 
             "cores": len(os.sched_getaffinity(0))}
 
 
-def run_refresh_case() -> dict:
+def run_refresh_case(keep: Path | None = None) -> dict:
     """`refresh`'s longest step, the site's curves (`fit --record`: every shipped config and set-up at the site's
-    length, the 70B on several cards, the worked example), from nothing kept, into a folder of its own."""
+    length, the 70B on several cards, the worked example), from nothing kept, into a folder of its own (``keep``,
+    an empty or new folder, to compare its curves with another's; else a temporary one)."""
+    if keep is not None and keep.exists() and any(keep.iterdir()):
+        raise SystemExit(f"--keep {keep}: not an empty folder")
     with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as folder:
-        seconds, peak = _timed(["fit", "--record", "--measurements", folder])
+        seconds, peak = _timed(["fit", "--record", "--measurements", str(keep or folder)])
     return {"step": "fit curves", "wall_seconds": seconds, "peak_rss_bytes": peak,
             "cores": len(os.sched_getaffinity(0))}
 
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default="", help="what the run measures, e.g. 'before' or 'after'")
     parser.add_argument("--measurements", type=Path, default=Path("measurements"), help="where to record")
     parser.add_argument("--once", action="store_true", help="fit each case once, not again from what it kept")
+    parser.add_argument("--keep", type=Path, help="with --only refresh: an empty folder to record the curves in")
     args = parser.parse_args(argv)
     folder = args.measurements / collect_environment().id
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
                   file=sys.stderr)
         runlog.record_benchmark(folder, "fit", {**header, "cases": cases})
     if args.only == "refresh":
-        case = run_refresh_case()
+        case = run_refresh_case(args.keep)
         print(f"refresh {case['step']}: {case['wall_seconds']:.1f} s", file=sys.stderr)
         runlog.record_benchmark(folder, "refresh", {**header, "cases": [case]})
 

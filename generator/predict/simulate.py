@@ -13,10 +13,10 @@ from typing import Any
 
 from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
-from generator.matrix import Mode, RowSpec
+from generator.matrix import Mode, RowSpec, batch_limit
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, load_config
-from generator.predict import decode, depth
+from generator.predict import batches, decode, depth
 from generator.predict.cuda_program import CPU, CUDA, Program
 from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.sharding import METHOD as SHARDING_METHOD
@@ -44,7 +44,8 @@ SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run",
                      "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.decode")
+                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.decode",
+                     "generator.predict.batches")
 DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
 FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
@@ -195,8 +196,13 @@ def simulate_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | 
     trace repeats, else at full depth; the figures are the same."""
     started = time.perf_counter()
     chosen = PROGRAMS[program]
-    tracker, facts, rerouted = (simulate_by_depth(row, source, chosen, WORTH_LAYERS)
-                                or simulate_full(row, source, chosen))
+
+    def at_batch(batch: int) -> Simulated:
+        other = replace(row, batch_size=batch)
+        return simulate_by_depth(other, source, chosen, WORTH_LAYERS) or simulate_full(other, source, chosen)
+
+    tracker, facts, rerouted = batches.along(_shape_key(row, source, chosen), row.batch_size,
+                                             batch_limit(row.seq_len), at_batch)
     method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
     if row.sharding:
         method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
