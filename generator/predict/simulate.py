@@ -9,6 +9,7 @@ buffers, the token batch and AdamW's scalar step counters count with activations
 
 import time
 from dataclasses import dataclass, replace
+from importlib import metadata
 from typing import Any
 
 from generator.answers.cuda_allocator import replay
@@ -249,11 +250,12 @@ def simulation_key(row: RowSpec, source: ModelSource, program: str) -> Simulatio
     """What a kept part of this row is filed under: the config, the row, the program, the LoRA targets, the
     library versions and the simulator (its method and the hash of its code, so an edit is never served
     stale)."""
-    import peft
     import torch
     import transformers
 
-    libraries = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+    # peft's version from its metadata: importing peft (and the bitsandbytes it loads) costs seconds that a row
+    # without adapters would spend on its key alone
+    libraries = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {metadata.version('peft')}"
     if uses_bitsandbytes(row):
         libraries += f", bitsandbytes {import_bitsandbytes().__version__}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
