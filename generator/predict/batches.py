@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.predict import decode
 from generator.predict.tracker import StorageTracker
 
 Entry = tuple[Any, ...]  # a tracker's journal entry (tracker.py)
@@ -27,18 +28,11 @@ KEPT = 4  # the rows whose points and lines a process keeps: fit's search and a 
 
 def indexed(journal: Sequence[Entry]) -> list[Entry]:
     """The journal with every storage keyed by the index of the entry that made it (a run's keys are its storages'
-    ids, which another run does not share, and which are reused)."""
-    live: dict[object, int] = {}
-    out: list[Entry] = []
-    for index, entry in enumerate(journal):
-        if entry[0] == "made":
-            live[entry[1]] = index
-            out.append(("made", index, *entry[2:]))
-        elif entry[0] == "phase":
-            out.append(entry)
-        else:
-            out.append((entry[0], live.pop(entry[1]) if entry[0] == "freed" else live[entry[1]], *entry[2:]))
-    return out
+    ids, which another run does not share, and which are reused): decode.py's naming, then its keying."""
+    keyed = decode.keyed(decode.indexed(journal))
+    if keyed is None:
+        raise ValueError("a journal names a storage that is not live")  # a tracker writes no such entry
+    return keyed
 
 
 @dataclass(frozen=True)
