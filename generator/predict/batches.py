@@ -16,6 +16,7 @@ simulation's, byte for byte, on every architecture and set-up tests/test_batches
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from generator.predict import decode
@@ -28,11 +29,17 @@ KEPT = 4  # the rows whose points and lines a process keeps: fit's search and a 
 
 def indexed(journal: Sequence[Entry]) -> list[Entry]:
     """The journal with every storage keyed by the index of the entry that made it (a run's keys are its storages'
-    ids, which another run does not share, and which are reused): decode.py's naming, then its keying."""
+    ids, which another run does not share, and which are reused): decode.py's naming, then its keying. Storages
+    freed one after another are put in the order they were made: the CPU's autocast frees its cast copies from a
+    hash map keyed by address, so two runs of one row free them in different orders. No figure depends on that
+    order (a tracker's peaks and split, one card's share, the caching allocator's free blocks after the run)."""
     keyed = decode.keyed(decode.indexed(journal))
     if keyed is None:
         raise ValueError("a journal names a storage that is not live")  # a tracker writes no such entry
-    return keyed
+    settled: list[Entry] = []
+    for freeing, run in groupby(keyed, key=lambda entry: entry[0] == "freed"):
+        settled.extend(sorted(run) if freeing else run)
+    return settled
 
 
 @dataclass(frozen=True)
