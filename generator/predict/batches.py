@@ -32,13 +32,14 @@ def indexed(journal: Sequence[Entry]) -> list[Entry]:
     ids, which another run does not share, and which are reused): decode.py's naming, then its keying. Storages
     freed one after another are put in the order they were made: the CPU's autocast frees its cast copies from a
     hash map keyed by address, so two runs of one row free them in different orders. No figure depends on that
-    order (a tracker's peaks and split, one card's share, the caching allocator's free blocks after the run)."""
+    order (a tracker's peaks and split, one card's share, the caching allocator's blocks once all are freed)."""
     keyed = decode.keyed(decode.indexed(journal))
     if keyed is None:
         raise ValueError("a journal names a storage that is not live")  # a tracker writes no such entry
     settled: list[Entry] = []
     for freeing, run in groupby(keyed, key=lambda entry: entry[0] == "freed"):
-        settled.extend(sorted(run) if freeing else run)
+        entries = list(run)
+        settled.extend(sorted(entries) if freeing else entries)
     return settled
 
 
