@@ -114,3 +114,20 @@ def test_mixed_precision_attention_runs_in_bf16_as_autocast_casts_it() -> None:
     cuda_program.BACKENDS_CHOSEN.clear()
     _run(row, source, CUDA)
     assert set(cuda_program.BACKENDS_CHOSEN) == {"flash"}
+
+
+def test_adamw_updates_every_parameter_at_once_on_a_gpu() -> None:
+    """torch's AdamW runs its foreach update on CUDA (its default where every parameter is there) and a loop on
+    the CPU: on a GPU the update holds a temporary of every parameter together, counted as optimizer state, so a
+    card of a ZeRO-1 row holds its share of them as it does of the moments."""
+    from generator.predict.sharding import per_card
+
+    row, source = parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL))
+    foreach, prepared, _ = _run(row, source, CUDA)
+    loop = _run(row, source, CUDA_SDPA_ONLY)[0]
+    sizes = [p.untyped_storage().nbytes() for p in prepared.model.parameters() if p.requires_grad]
+    trainable, largest = sum(sizes), max(sizes)
+    assert foreach.phase_peaks["optimizer"] - loop.phase_peaks["optimizer"] >= trainable - 2 * largest > 0
+    shared = {name: per_card(foreach, parse_row(f"train-b2-s64-{name}x4")).phase_peaks["optimizer"]
+              for name in ("ddp", "zero1")}
+    assert shared["ddp"] - shared["zero1"] >= 3 * trainable * 3 // 4 - len(foreach.journal)  # moments, temporaries

@@ -50,14 +50,6 @@ FULL_DEPTH_ONLY: dict[str, set[str]] = {
         "train-b2-s16-lora8",
     },
     "gpt_neox": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
-    "mistral": {"gen-b2-s16-n32-bf16"},
-    "mixtral": {
-        "train-b2-s16",
-        "train-b2-s16-amp",
-        "train-b2-s16-amp-zero3x4",
-        "train-b2-s16-ckpt",
-        "train-b2-s16-lora8",
-    },
     "opt": {
         "train-b2-s16-amp",
         "train-b2-s16-amp-adam8",
@@ -68,14 +60,7 @@ FULL_DEPTH_ONLY: dict[str, set[str]] = {
     },
     "phi": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
     "qwen2": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
-    "qwen2_moe": {
-        "train-b2-s16",
-        "train-b2-s16-amp",
-        "train-b2-s16-amp-adam8",
-        "train-b2-s16-amp-zero3x4",
-        "train-b2-s16-ckpt",
-        "train-b2-s16-lora8",
-    },
+    "qwen2_moe": {"train-b2-s16-amp", "train-b2-s16-amp-adam8", "train-b2-s16-amp-zero3x4"},
 }
 
 
@@ -199,3 +184,35 @@ def _program():
     from generator.predict.cuda_program import CPU
 
     return CPU
+
+
+def _foreach_journal(layers: int) -> list[tuple]:
+    """A stand-in stack of ``layers`` layers whose optimizer, like torch's foreach AdamW, makes a temporary of
+    every parameter at once (embedding, the layers', a final norm's) and frees them in reverse, then writes a
+    few entries of its own: one layer's made entry and its free are three entries apart, and nest."""
+    names = [("e", 64), *((f"w{k}", 16) for k in range(layers)), ("f", 4)]
+    journal: list[tuple] = [("made", name, size, "weights") for name, size in names]
+    journal += [("phase", "forward"), *(("made", f"a{k}", 8, "activations") for k in range(layers))]
+    journal += [("freed", f"a{k}") for k in reversed(range(layers))]
+    journal += [("phase", "optimizer"), *(("made", f"t{name}", size, "optimizer") for name, size in names)]
+    journal += [("freed", f"t{name}") for name, _ in reversed(names)]
+    return journal + [entry for k in range(5) for entry in (("made", f"s{k}", 100 + k, "activations"),
+                                                            ("freed", f"s{k}"))]
+
+
+def _keyed_by_place(journal: list[tuple]) -> list[tuple]:
+    """The journal with each storage keyed by the place of its made entry, as depth.extend writes it."""
+    places = {entry[1]: place for place, entry in enumerate(journal) if entry[0] == "made"}
+    return [entry if entry[0] == "phase" else (entry[0], places[entry[1]], *entry[2:]) for entry in journal]
+
+
+def test_runs_that_nest_or_follow_closely_are_found_and_split() -> None:
+    """The greedy windows find no runs in a foreach update's trace (a layer's temporary and its free three entries
+    apart); difflib's matcher does, and each run that depth a+1 inserts whole, its made entry and its free, is
+    split in two, as depth a+2 repeats each in turn. The journal written for eight layers is theirs."""
+    journals = [_foreach_journal(layers) for layers in (1, 2, 3, 4)]
+    base, longer = (depth._tokens(journal)[0] for journal in journals[:2])
+    assert depth._runs(base, longer, "windows") is None
+    found = depth.shape(journals)
+    assert found is not None and found.aligner == "matcher" and len(found.runs) > len(found.found)
+    assert depth.extend(journals, 7) == _keyed_by_place(_foreach_journal(8))

@@ -3,7 +3,7 @@ allocates other storages, the simulation of a GPU figure runs what CUDA would ru
 
 The simulation stays on fake CPU tensors. Fake CUDA tensors are no way out: a CPU build of torch aborts the
 process in SDPA's math path on them, and a CUDA build without a device cannot run backward on them (the
-autograd engine asks for the device's context). So three decisions CUDA makes are applied explicitly, each
+autograd engine asks for the device's context). So four decisions CUDA makes are applied explicitly, each
 from PyTorch's or bitsandbytes' own source, and everything else runs as it does on the CPU:
 
 1. **SDPA's backend** (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``, torch 2.13, a card of sm80 or
@@ -21,7 +21,13 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    forward that gradient checkpointing recomputes in backward gets the CPU's lists: no function mode is on
    there. No set-up the site answers combines the two.)
 3. **bitsandbytes' 8-bit optimizer update** is CUDA's fused kernel, in place, with none of the CPU update's
-   fp32 temporaries (generator/quantize.py ``bitsandbytes_cpu_updates`` is the CPU's program)."""
+   fp32 temporaries (generator/quantize.py ``bitsandbytes_cpu_updates`` is the CPU's program).
+4. **torch's AdamW update** is its foreach implementation (``torch/optim/optimizer.py``,
+   ``_default_to_fused_or_foreach``: foreach wherever every parameter is on CUDA, a for-loop on the CPU). It
+   updates every parameter at once, so its temporaries are those of every parameter together
+   (``adam.py`` ``_multi_tensor_adam``: ``torch._foreach_sqrt(exp_avg_sqs)``), where the CPU's loop holds one
+   parameter's at a time. What an update makes counts as optimizer state (``foreach_updates``), so a card of a
+   sharded row, which updates its own shard, holds its share of them."""
 
 import contextlib
 from collections import Counter
@@ -30,11 +36,12 @@ from typing import Any, NamedTuple
 
 
 class Program(NamedTuple):
-    """Which of CUDA's three decisions a simulation applies: all of them for a GPU figure, none for the CPU's."""
+    """Which of CUDA's decisions a simulation applies: all of them for a GPU figure, none for the CPU's
+    (``cuda_updates``: the optimizers' updates as CUDA runs them, decisions 3 and 4)."""
 
     sdpa: bool
     autocast: bool
-    fused_update: bool
+    cuda_updates: bool
 
 
 CPU, CUDA, CUDA_SDPA_ONLY = Program(False, False, False), Program(True, True, True), Program(True, False, False)
@@ -214,3 +221,17 @@ def cuda_autocast(enabled: bool) -> Iterator[None]:
     with torch.autocast("cpu", dtype=torch.bfloat16), mode:
         yield
     mode.cache.clear()  # as autocast clears its cast cache on leaving its outermost region
+
+
+def foreach_updates(optimizer: Any, tracker: Any) -> None:
+    """torch's AdamW as CUDA runs it (the module's decision 4): its foreach update, with what an update makes
+    counted as optimizer state (``tracker``: the simulation's StorageTracker). bitsandbytes' optimizer is left as
+    it is (decision 3)."""
+    import torch
+
+    if optimizer is None or not isinstance(optimizer, torch.optim.AdamW):
+        return
+    for group in optimizer.param_groups:
+        group["foreach"] = True
+    optimizer.register_step_pre_hook(lambda *_: setattr(tracker, "making", "optimizer"))
+    optimizer.register_step_post_hook(lambda *_: setattr(tracker, "making", "activations"))

@@ -4,8 +4,13 @@ journal of the full depth is written from them (tracker.py's entries: made, kind
 
 1. the entries of depth a+1 that depth a lacks are found as runs inserted into it (greedily, where the two
    journals part, the shortest run after which they agree again for 64 entries, else 32, 16 or 8, as the
-   next run allows);
-2. depth a with each run repeated twice must be depth a+2, entry for entry, and three times depth a+3;
+   next run allows; where that reads no shape, as difflib's SequenceMatcher aligns them, longest matching
+   blocks first, which finds runs that follow each other more closely than 8 entries);
+2. depth a with each run repeated twice must be depth a+2, entry for entry, and three times depth a+3. A run
+   may be several inserted at one place, which depth a+2 shows as each piece repeated in turn (an optimizer's
+   foreach update makes every parameter's temporaries, then frees them in reverse: one layer's made entries
+   and frees are back to back in depth a+1, and nest in depth a+2); such a run is split where depth a+2
+   needs it (``_doubled``);
 3. an entry that names a storage (its kind, its free) names one made in a copy of a run a fixed step from its
    own (up to two, forward or backward through the copies, as backward walks the layers in reverse), the first
    or the last copy, or where that step leaves the copies a storage outside the runs: the rule is read off
@@ -23,6 +28,7 @@ where they differ, there is no answer from the shape and the caller takes the fo
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from itertools import pairwise
 from typing import Any
 
@@ -30,6 +36,8 @@ Token = tuple[Any, ...]
 Journal = Sequence[tuple[Any, ...]]  # a tracker's entries (tracker.py)
 Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)
 WINDOWS = (64, 32, 16, 8)  # entries that must agree again after an inserted run: as many as the next run allows
+ALIGNERS = ("windows", "matcher")  # how the runs are found (_runs), in order: the first that reads a shape is kept
+Run = tuple[int, int, int]  # where in depth a, start and end in depth a+1
 
 
 def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int | None]]:
@@ -55,8 +63,11 @@ def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int |
     return tokens, names
 
 
-def _runs(base: list[Token], longer: list[Token]) -> list[tuple[int, int, int]] | None:
-    """The runs of ``longer`` inserted into ``base``: (where in base, start and end in longer)."""
+def _runs(base: list[Token], longer: list[Token], aligner: str = "windows") -> list[Run] | None:
+    """The runs of ``longer`` inserted into ``base``: (where in base, start and end in longer), by the greedy
+    windows or by difflib's matcher; None where ``longer`` is not ``base`` with runs inserted."""
+    if aligner == "matcher":
+        return _matched(base, longer)
     runs, i, j = [], 0, 0
     while i < len(base):
         if j < len(longer) and base[i] == longer[j]:
@@ -78,6 +89,56 @@ def _resumes(base: list[Token], i: int, longer: list[Token], j: int, window: int
     window = min(window, len(base) - i)
     return next((n for n in range(1, len(longer) - j - window + 1)
                  if longer[j + n:j + n + window] == base[i:i + window]), None)
+
+
+def _matched(base: list[Token], longer: list[Token]) -> list[Run] | None:
+    """The runs as difflib's SequenceMatcher aligns the two journals, where all it finds are insertions."""
+    runs = []
+    for operation, where, _, start, end in SequenceMatcher(None, base, longer, autojunk=False).get_opcodes():
+        if operation == "insert":
+            runs.append((where, start, end))
+        elif operation != "equal":
+            return None
+    return runs
+
+
+def _doubled(base: list[Token], longer: list[Token], runs: list[Run], two: list[Token]) -> list[Run] | None:
+    """The runs, each split into the pieces depth a+2 repeats in turn (a run it repeats whole stays whole), so
+    that depth a with each run twice is depth a+2; None where no split gives it."""
+    split: list[Run] = []
+    done = at = 0  # depth a's entries placed, depth a+2's entries matched
+    for where, start, end in runs:
+        if base[done:where] != two[at:at + where - done]:
+            return None
+        at, done = at + where - done, where
+        pieces = _pieces(longer[start:end], two, at)
+        if pieces is None:
+            return None
+        split += [(where, start + first, start + last) for first, last in pieces]
+        at += 2 * (end - start)
+    return split if base[done:] == two[at:] else None
+
+
+def _pieces(run: list[Token], two: list[Token], at: int) -> list[tuple[int, int]] | None:
+    """The pieces of a run (start and end in it) that depth a+2 repeats in turn from ``at``: the longest first
+    piece that works, so a run repeated whole is one piece."""
+    failed: set[int] = set()  # a piece from k onwards is at ``at + 2 * k`` in depth a+2, whatever came before
+
+    def rest(k: int) -> list[tuple[int, int]] | None:
+        if k == len(run):
+            return []
+        if k in failed:
+            return None
+        for cut in range(len(run), k, -1):
+            place, size = at + 2 * k, cut - k
+            if two[place:place + size] == run[k:cut] == two[place + size:place + 2 * size]:
+                found = rest(cut)
+                if found is not None:
+                    return [(k, cut), *found]
+        failed.add(k)
+        return None
+
+    return rest(0)
 
 
 def _labels(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> list[Label]:
@@ -189,30 +250,44 @@ def _repeated(base: list[Token], longer: list[Token], runs: list[tuple[int, int,
 
 
 def repeats(journals: Sequence[Journal]) -> bool:
-    """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts (the first check of extend)."""
+    """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts, as either aligner finds them
+    (the first check of extend)."""
     base, longer, two = (_tokens(journal)[0] for journal in journals)
-    runs = _runs(base, longer)
-    return runs is not None and bool(runs) and _repeated(base, longer, runs, two, 2)
+    return any(_split_runs(base, longer, two, aligner) for aligner in ALIGNERS)
+
+
+def _split_runs(base: list[Token], longer: list[Token], two: list[Token], aligner: str) -> list[Run]:
+    """The runs depth a+1 inserts (as the aligner finds them), split as depth a+2 repeats them; [] where there
+    are none or depth a+2 is not depth a with each twice."""
+    runs = _runs(base, longer, aligner)
+    return (_doubled(base, longer, runs, two) or []) if runs else []
 
 
 @dataclass(frozen=True)
 class Shape:
     """How a stack's trace repeats, read off depths a to a+3 of one row at one batch: the runs that depth a+1
-    inserts into depth a, the rule by which each naming entry names its storage, and which made entry each
-    naming entry of depths a and a+1 names (another batch's must name the same for the shape to serve it)."""
+    inserts into depth a (as the ``aligner`` finds them, ``found``; split as depth a+2 repeats them, ``runs``),
+    the rule by which each naming entry names its storage, and which made entry each naming entry of depths a
+    and a+1 names (another batch's must name the same, and insert the same runs, for the shape to serve it)."""
 
     names: tuple[tuple[int | None, ...], tuple[int | None, ...]]
-    runs: tuple[tuple[int, int, int], ...]
+    runs: tuple[Run, ...]
     rules: dict[Label, tuple[Any, ...]]
+    aligner: str
+    found: tuple[Run, ...]
 
 
 def shape(journals: Sequence[Journal]) -> Shape | None:
-    """The shape of the journals at depths a to a+3; None where they do not repeat."""
-    (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = (_tokens(j) for j in journals)
-    runs = _runs(base, longer)
-    if runs is None or not runs:
-        return None
-    if not (_repeated(base, longer, runs, two, 2) and _repeated(base, longer, runs, three, 3)):
+    """The shape of the journals at depths a to a+3, by the first aligner that reads one; None where they do
+    not repeat."""
+    tokens = [_tokens(journal) for journal in journals]
+    return next((found for aligner in ALIGNERS if (found := _shape(tokens, aligner)) is not None), None)
+
+
+def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> Shape | None:
+    (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = tokens
+    runs = _split_runs(base, longer, two, aligner)
+    if not runs or not _repeated(base, longer, runs, three, 3):
         return None
     rules = _rules(_labels(len(base), runs, 3), three_names, 3)
     if rules is None:
@@ -220,7 +295,8 @@ def shape(journals: Sequence[Journal]) -> Shape | None:
     check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
     if check is None or _tokens(check)[1] != two_names:
         return None
-    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules)
+    found = tuple(_runs(base, longer, aligner) or ())
+    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, found)
 
 
 def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
@@ -242,10 +318,10 @@ def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[
     (base, base_names), (longer, longer_names) = (_tokens(journal) for journal in journals)
     if (tuple(base_names), tuple(longer_names)) != found.names:
         return None
-    runs = _runs(base, longer)
-    if runs is None or tuple(runs) != found.runs:
+    runs = _runs(base, longer, found.aligner)
+    if runs is None or tuple(runs) != found.found:
         return None
-    return _journal(_labels(len(base), runs, copies), base, longer, runs, found.rules, copies)
+    return _journal(_labels(len(base), list(found.runs), copies), base, longer, list(found.runs), found.rules, copies)
 
 
 def arithmetic(values: Sequence[int], copies: int) -> int | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from generator.matrix import RowSpec
 from generator.model_source import ModelSource, dtype_argument, from_config, load_config
-from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode
+from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import share, whole_units
 from generator.predict.tracker import StorageTracker
@@ -73,7 +73,9 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
     prepared.autocast = cuda_autocast if program.autocast else None
-    with (fake, contextlib.nullcontext() if program.fused_update else bitsandbytes_cpu_updates(row), tracker.mode(),
+    if program.cuda_updates:
+        foreach_updates(prepared.optimizer, tracker)
+    with (fake, contextlib.nullcontext() if program.cuda_updates else bitsandbytes_cpu_updates(row), tracker.mode(),
           experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
           cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
         _watch(tracker, prepared)

@@ -1,14 +1,15 @@
 """The CPU's program against the GPU's, for every shipped config and set-up: the tensor peak each simulation
 gives at batch 1 and the site's length, their difference, and what makes it (generator/predict/cuda_program.py):
 the SDPA backend CUDA picks, measured by a run with that decision alone, and the rest (CUDA autocast's lists for
-mixed precision, bitsandbytes' fused update for 8-bit AdamW). `python -m generator.predict.programs [MODEL ...]`
-prints the table as Markdown; the figures are simulated tensor peaks, not reserves."""
+mixed precision, the optimizers' updates as CUDA runs them: bitsandbytes' fused 8-bit kernel, AdamW's foreach).
+`python -m generator.predict.programs [MODEL ...]` prints the table as Markdown; the figures are simulated tensor
+peaks, not reserves."""
 
 import sys
 from dataclasses import dataclass
 
 from generator.answers.setups import KINDS
-from generator.matrix import parse_row
+from generator.matrix import Mode, parse_row
 from generator.model_source import SHIPPED_MODELS, resolve_model
 from generator.predict import cuda_program
 from generator.predict.curves import SITE_SEQ_LEN
@@ -36,10 +37,10 @@ def compare(model: str, kind: str, seq_len: int = SITE_SEQ_LEN) -> ProgramRow:
     cuda_program.BACKENDS_CHOSEN.clear()
     peaks["cuda"] = _run(row, source, cuda_program.CUDA)[0].peak
     chosen = ", ".join(f"{backend} × {count}" for backend, count in sorted(cuda_program.BACKENDS_CHOSEN.items()))
-    # CUDA's autocast acts on mixed-precision rows only, its fused update on 8-bit AdamW rows only: elsewhere
+    # CUDA's autocast acts on mixed-precision rows only, its optimizer updates on training rows only: elsewhere
     # the SDPA-only program is the CUDA program itself
     peaks["sdpa"] = (_run(row, source, cuda_program.CUDA_SDPA_ONLY)[0].peak
-                     if row.amp or row.optimizer == "adamw8bit" else peaks["cuda"])
+                     if row.mode == Mode.TRAIN else peaks["cuda"])
     return ProgramRow(model=source.name, kind=kind, row=row.id, cpu_bytes=peaks["cpu"], cuda_bytes=peaks["cuda"],
                       sdpa_only_bytes=peaks["sdpa"], backends=chosen)
 

@@ -32,6 +32,8 @@ class StorageTracker:
         self.journal: list[tuple[Any, ...]] = []  # ("made", key, bytes, kind) | ("kind", key, kind) |
         # ("freed", key) | ("phase", name), in order
         self.finished = False  # after finish(), what the run left is freed whenever Python's collector gets to it
+        self.making = "activations"  # what an operator's new storage is: optimizer state during a GPU's update
+        # (cuda_program.foreach_updates), else activations and temporaries until found to be something else
 
     @classmethod
     def replay(cls, journal: list[tuple[Any, ...]]) -> "StorageTracker":
@@ -115,7 +117,7 @@ class StorageTracker:
                 out = func(*args, **(kwargs or {}))
                 for leaf in tree_leaves(out):
                     if hasattr(leaf, "untyped_storage"):
-                        tracker.track(leaf)
+                        tracker.track(leaf, tracker.making)
                 return out
 
         return _Mode()
