@@ -1,6 +1,7 @@
 """A model's recorded curves (`fit --model X --record`): stored whole, merged by length, refused when they are
 not ours, and offered by a build only under its own library versions and simulator."""
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,13 @@ def test_the_calculator_offers_recorded_lengths_but_not_twice_what_the_site_hold
         ("Shipped", 1024, "1024"), ("Shipped", 256, "1024"), ("Mine", 256, "1024"), ("Shipped", 512, "1024")]
 
 
-@pytest.mark.parametrize("kind", ["inference", "LoRA"])
+@pytest.mark.parametrize("kind", ["inference", "LoRA", "gradient checkpointing"])
 def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """`fit --model X --record`'s curve, read by the page's chord rule at each card the page lists, gives the
     batch and the reserve that `fit --target gpu`'s own simulated search gives, for a 2-layer config whose
-    answers fall between the doubled batches."""
+    answers fall between the doubled batches; checkpointed, its reserve dips as the batch grows (CUDA's foreach
+    AdamW), where a bracket from the doubled batches answered otherwise than fit."""
     from conftest import TESTS
 
     from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN
@@ -83,6 +85,8 @@ def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path:
     process = ProcessModel(0.0, 0.0, 0, "")
     curve = curves.curve(source, kind, 256, edges=curves.calculator_edges(process))
     assert curve is not None
+    dips = [pair for pair in pairwise(curve.cuda_bytes) if pair[1] < pair[0]]
+    assert bool(dips) == (kind == "gradient checkpointing")  # the case this kind is here for
     table = FitTable(libraries="", environment="", seq_len=256, curves=(curve,), example=())
     predictor = Predictor(source, process, target="gpu")
     inside = 0

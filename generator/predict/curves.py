@@ -11,15 +11,16 @@ above a convex curve, so an answer read from it errs, if at all, towards a small
 batch fits which the simulation says does not.
 
 For a model recorded with `fit --model X --record`, at the cards the page lists (its edges), a curve also holds
-the largest batch that fits each card on a GPU and the batch after it, found by narrowing the bracket the doubled
-batches give. Peaks grow with the batch, so at those cards the chord's GPU answer is `fit --target gpu`'s, to
-the byte: both read the same simulated reserves at the answer and at the batch after it."""
+every batch `fit --target gpu`'s search asks at each card, and the batch after its answer. The search is
+deterministic, so a reader that runs it over the curve asks those batches in turn and reads the same simulated
+reserves: at those cards the curve's GPU answer is fit's, to the byte, even where a reserve is not monotone in
+the batch (with CUDA's foreach AdamW, a checkpointed row's can dip)."""
 
 import time
 from dataclasses import dataclass
 from importlib import resources
 
-from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SHARDED_CARD_GIB, narrow, needs
+from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SHARDED_CARD_GIB, largest_batch, needs
 from generator.answers.setups import KINDS
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
@@ -94,8 +95,10 @@ def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tu
 
 def _search_edges(points: dict[int, Prediction], source: ModelSource, template: str, edges: tuple[Edge, ...],
                   limit: int) -> bool:
-    """Add to the points, for each edge, the largest batch that fits it and the batch after, found from the
-    bracket the points already give (answers/fit.py narrow); False where a batch cannot be simulated."""
+    """Add to the points every batch fit's search asks at each edge (answers/fit.py largest_batch), and the
+    batch after its answer; False where a batch cannot be simulated. The search is deterministic, so a reader
+    that runs it over the curve asks only these batches, reads the same peaks, and answers as fit does, even
+    where a simulated reserve is not monotone in the batch."""
     def at(batch: int) -> Prediction:
         if batch not in points:
             prediction, error = try_simulate(parse_row(template.format(b=batch)), source)
@@ -108,12 +111,9 @@ def _search_edges(points: dict[int, Prediction], source: ModelSource, template: 
         for edge in edges:
             def peak(batch: int, edge: Edge = edge) -> int:
                 return needs(edge.target, at(batch).tensor_peak_bytes, at(batch).cuda_reserved_bytes, edge.process)
-            fits = max((b for b in points if peak(b) <= edge.usable), default=0)
-            too_big = min((b for b in points if peak(b) > edge.usable), default=limit + 1)
-            if 0 < fits < too_big:  # else batch 1 does not fit (it is a point), or the points are not monotone
-                answer = narrow(peak, fits, too_big, edge.usable, limit)
-                if answer < limit:
-                    at(answer + 1)
+            answer = largest_batch(peak, edge.usable, limit)
+            if answer < limit:
+                at(answer + 1)
     except _Unsimulated:
         return False
     return True
