@@ -15,7 +15,7 @@ from conftest import TESTS
 from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import depth
+from generator.predict import depth, inserted_runs
 from generator.predict.simulate import (
     METHOD,
     PROGRAMS,
@@ -212,7 +212,7 @@ def test_runs_that_nest_or_follow_closely_are_found_and_split() -> None:
     split in two, as depth a+2 repeats each in turn. The journal written for eight layers is theirs."""
     journals = [_foreach_journal(layers) for layers in (1, 2, 3, 4)]
     base, longer = (depth._tokens(journal)[0] for journal in journals[:2])
-    assert depth._runs(base, longer, "windows") is None
+    assert inserted_runs.find_runs(base, longer, "windows") is None
     found = depth.shape(journals)
     assert found is not None and found.aligner == "matcher" and len(found.runs) > len(found.found)
     assert depth.extend(journals, 7) == _keyed_by_place(_foreach_journal(8))

@@ -3,7 +3,8 @@
 - ``simulate``: one row's tensor memory; ``fake_run``: one run of its steps under FakeTensorMode; ``rows``:
   the `predict` command's rows, rendering and --record.
 - ``tracker``: the live storages through a simulation, as a journal that replays to its figures; ``depth``:
-  the fast path, a deep stack's journal written from four small depths (two, for another batch of a row);
+  the fast path, a deep stack's journal written from four small depths (two, for another batch of a row),
+  with ``inserted_runs`` finding where one more layer's entries sit;
   ``decode``: a generation row's journal written from two runs of a few new tokens; ``batches``: a row's
   journal at any batch written from the line through two batches, checked at the far one.
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.

@@ -10,7 +10,7 @@ journal of the full depth is written from them (tracker.py's entries: made, kind
    may be several inserted at one place, which depth a+2 shows as each piece repeated in turn (an optimizer's
    foreach update makes every parameter's temporaries, then frees them in reverse: one layer's made entries
    and frees are back to back in depth a+1, and nest in depth a+2); such a run is split where depth a+2
-   needs it (``_doubled``);
+   needs it (inserted_runs.py);
 3. an entry that names a storage (its kind, its free) names one made in a copy of a run a fixed step from its
    own (up to two, forward or backward through the copies, as backward walks the layers in reverse), the first
    or the last copy, or where that step leaves the copies a storage outside the runs: the rule is read off
@@ -28,16 +28,13 @@ where they differ, there is no answer from the shape and the caller takes the fo
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from itertools import pairwise
 from typing import Any
 
-Token = tuple[Any, ...]
+from generator.predict.inserted_runs import ALIGNERS, Run, Token, find_runs, split_runs
+
 Journal = Sequence[tuple[Any, ...]]  # a tracker's entries (tracker.py)
 Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)
-WINDOWS = (64, 32, 16, 8)  # entries that must agree again after an inserted run: as many as the next run allows
-ALIGNERS = ("windows", "matcher")  # how the runs are found (_runs), in order: the first that reads a shape is kept
-Run = tuple[int, int, int]  # where in depth a, start and end in depth a+1
 
 
 def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int | None]]:
@@ -61,84 +58,6 @@ def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int |
             tokens.append((entry[0], sizes[made], *entry[2:]))
             names.append(made)
     return tokens, names
-
-
-def _runs(base: list[Token], longer: list[Token], aligner: str = "windows") -> list[Run] | None:
-    """The runs of ``longer`` inserted into ``base``: (where in base, start and end in longer), by the greedy
-    windows or by difflib's matcher; None where ``longer`` is not ``base`` with runs inserted."""
-    if aligner == "matcher":
-        return _matched(base, longer)
-    runs, i, j = [], 0, 0
-    while i < len(base):
-        if j < len(longer) and base[i] == longer[j]:
-            i, j = i + 1, j + 1
-            continue
-        length = next((found for window in WINDOWS if (found := _resumes(base, i, longer, j, window))), None)
-        if length is None:
-            return None
-        runs.append((i, j, j + length))
-        j += length
-    if j < len(longer):
-        runs.append((len(base), j, len(longer)))
-    return runs
-
-
-def _resumes(base: list[Token], i: int, longer: list[Token], j: int, window: int) -> int | None:
-    """The shortest run of ``longer`` from j after which it agrees with ``base`` from i for ``window`` entries
-    (or to base's end)."""
-    window = min(window, len(base) - i)
-    return next((n for n in range(1, len(longer) - j - window + 1)
-                 if longer[j + n:j + n + window] == base[i:i + window]), None)
-
-
-def _matched(base: list[Token], longer: list[Token]) -> list[Run] | None:
-    """The runs as difflib's SequenceMatcher aligns the two journals, where all it finds are insertions."""
-    runs = []
-    for operation, where, _, start, end in SequenceMatcher(None, base, longer, autojunk=False).get_opcodes():
-        if operation == "insert":
-            runs.append((where, start, end))
-        elif operation != "equal":
-            return None
-    return runs
-
-
-def _doubled(base: list[Token], longer: list[Token], runs: list[Run], two: list[Token]) -> list[Run] | None:
-    """The runs, each split into the pieces depth a+2 repeats in turn (a run it repeats whole stays whole), so
-    that depth a with each run twice is depth a+2; None where no split gives it."""
-    split: list[Run] = []
-    done = at = 0  # depth a's entries placed, depth a+2's entries matched
-    for where, start, end in runs:
-        if base[done:where] != two[at:at + where - done]:
-            return None
-        at, done = at + where - done, where
-        pieces = _pieces(longer[start:end], two, at)
-        if pieces is None:
-            return None
-        split += [(where, start + first, start + last) for first, last in pieces]
-        at += 2 * (end - start)
-    return split if base[done:] == two[at:] else None
-
-
-def _pieces(run: list[Token], two: list[Token], at: int) -> list[tuple[int, int]] | None:
-    """The pieces of a run (start and end in it) that depth a+2 repeats in turn from ``at``: the longest first
-    piece that works, so a run repeated whole is one piece."""
-    failed: set[int] = set()  # a piece from k onwards is at ``at + 2 * k`` in depth a+2, whatever came before
-
-    def rest(k: int) -> list[tuple[int, int]] | None:
-        if k == len(run):
-            return []
-        if k in failed:
-            return None
-        for cut in range(len(run), k, -1):
-            place, size = at + 2 * k, cut - k
-            if two[place:place + size] == run[k:cut] == two[place + size:place + 2 * size]:
-                found = rest(cut)
-                if found is not None:
-                    return [(k, cut), *found]
-        failed.add(k)
-        return None
-
-    return rest(0)
 
 
 def _labels(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> list[Label]:
@@ -253,14 +172,7 @@ def repeats(journals: Sequence[Journal]) -> bool:
     """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts, as either aligner finds them
     (the first check of extend)."""
     base, longer, two = (_tokens(journal)[0] for journal in journals)
-    return any(_split_runs(base, longer, two, aligner) for aligner in ALIGNERS)
-
-
-def _split_runs(base: list[Token], longer: list[Token], two: list[Token], aligner: str) -> list[Run]:
-    """The runs depth a+1 inserts (as the aligner finds them), split as depth a+2 repeats them; [] where there
-    are none or depth a+2 is not depth a with each twice."""
-    runs = _runs(base, longer, aligner)
-    return (_doubled(base, longer, runs, two) or []) if runs else []
+    return any(split_runs(base, longer, two, aligner) for aligner in ALIGNERS)
 
 
 @dataclass(frozen=True)
@@ -286,7 +198,7 @@ def shape(journals: Sequence[Journal]) -> Shape | None:
 
 def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> Shape | None:
     (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = tokens
-    runs = _split_runs(base, longer, two, aligner)
+    runs = split_runs(base, longer, two, aligner)
     if not runs or not _repeated(base, longer, runs, three, 3):
         return None
     rules = _rules(_labels(len(base), runs, 3), three_names, 3)
@@ -295,7 +207,7 @@ def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> 
     check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
     if check is None or _tokens(check)[1] != two_names:
         return None
-    found = tuple(_runs(base, longer, aligner) or ())
+    found = tuple(find_runs(base, longer, aligner) or ())
     return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, found)
 
 
@@ -318,7 +230,7 @@ def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[
     (base, base_names), (longer, longer_names) = (_tokens(journal) for journal in journals)
     if (tuple(base_names), tuple(longer_names)) != found.names:
         return None
-    runs = _runs(base, longer, found.aligner)
+    runs = find_runs(base, longer, found.aligner)
     if runs is None or tuple(runs) != found.found:
         return None
     return _journal(_labels(len(base), list(found.runs), copies), base, longer, list(found.runs), found.rules, copies)

@@ -47,7 +47,8 @@ SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run",
                      "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.decode",
+                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.inserted_runs",
+                     "generator.predict.decode",
                      "generator.predict.batches")
 DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
 FIRST_LAYERS = (1, 2)
