@@ -172,7 +172,7 @@ def repeats(journals: Sequence[Journal]) -> bool:
     """Whether depth a+2 is depth a with twice the runs that depth a+1 inserts, as either aligner finds them
     (the first check of extend)."""
     base, longer, two = (_tokens(journal)[0] for journal in journals)
-    return any(split_runs(base, longer, two, aligner) for aligner in ALIGNERS)
+    return any(split_runs(base, longer, two, find_runs(base, longer, aligner)) for aligner in ALIGNERS)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,8 @@ def shape(journals: Sequence[Journal]) -> Shape | None:
 
 def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> Shape | None:
     (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = tokens
-    runs = split_runs(base, longer, two, aligner)
+    found = find_runs(base, longer, aligner)
+    runs = split_runs(base, longer, two, found)
     if not runs or not _repeated(base, longer, runs, three, 3):
         return None
     rules = _rules(_labels(len(base), runs, 3), three_names, 3)
@@ -207,8 +208,7 @@ def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> 
     check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
     if check is None or _tokens(check)[1] != two_names:
         return None
-    found = tuple(find_runs(base, longer, aligner) or ())
-    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, found)
+    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, tuple(found or ()))
 
 
 def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:

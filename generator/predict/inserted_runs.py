@@ -91,8 +91,7 @@ def _pieces(run: list[Token], two: list[Token], at: int) -> list[tuple[int, int]
     return rest(0)
 
 
-def split_runs(base: list[Token], longer: list[Token], two: list[Token], aligner: str) -> list[Run]:
-    """The runs depth a+1 inserts (as the aligner finds them), split as depth a+2 repeats them; [] where there
-    are none or depth a+2 is not depth a with each twice."""
-    runs = find_runs(base, longer, aligner)
-    return (doubled(base, longer, runs, two) or []) if runs else []
+def split_runs(base: list[Token], longer: list[Token], two: list[Token], found: list[Run] | None) -> list[Run]:
+    """The runs depth a+1 inserts (``found``, as an aligner finds them), split as depth a+2 repeats them; []
+    where there are none or depth a+2 is not depth a with each twice."""
+    return (doubled(base, longer, found, two) or []) if found else []
