@@ -182,10 +182,7 @@ def check_lora_targets(source: ModelSource, targets: tuple[str, ...]) -> None:
     """Refuse --lora-targets that name no module of the model, as peft matches them (the module's name, or the
     end of its dotted path), whatever rows were asked for: a target that matches nothing is a typing slip, and
     the rows without LoRA would otherwise ignore it silently. The model is built on the meta device: no memory."""
-    import torch
-
-    with torch.device("meta"), _no_init_weights():
-        model = from_config(source, load_config(source))
+    model = meta_model(source)
     names = [name for name, _ in model.named_modules() if name]
     missing = [target for target in targets if not any(name == target or name.endswith(f".{target}")
                                                           for name in names)]
@@ -205,6 +202,14 @@ def from_config(source: ModelSource, config, **options):  # -> transformers.PreT
     except Exception as error:  # whatever transformers raises for a config it cannot build, as one line
         raise ModelError(f"--model {source.reference}: transformers cannot build it from its config "
                          f"({one_line_error(error)})") from None
+
+
+def meta_model(source: ModelSource, config=None):  # -> transformers.PreTrainedModel
+    """The model (of ``config``, else its own) built on the meta device: its modules, and no memory."""
+    import torch
+
+    with torch.device("meta"), _no_init_weights():
+        return from_config(source, load_config(source) if config is None else config)
 
 
 def config_hash(config: dict) -> str:

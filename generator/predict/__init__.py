@@ -4,7 +4,8 @@
   the `predict` command's rows, rendering and --record.
 - ``tracker``: the live storages through a simulation, as a journal that replays to its figures; ``depth``:
   the fast path, a deep stack's journal written from four small depths (two, for another batch of a row),
-  with ``inserted_runs`` finding where one more layer's entries sit;
+  with ``inserted_runs`` finding where one more layer's entries sit, and ``stack`` telling where the small depths
+  stand for every layer (each layer's signature, from the model on the meta device);
   ``decode``: a generation row's journal written from two runs of a few new tokens; ``batches``: a row's
   journal at any batch written from the line through two batches, checked at the far one.
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.

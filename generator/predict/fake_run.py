@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.matrix import RowSpec
-from generator.model_source import ModelSource, dtype_argument, from_config, load_config
+from generator.model_source import ModelSource, dtype_argument, from_config
 from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.sharding import share, whole_units
+from generator.predict.stack import cut_config
 from generator.predict.tracker import StorageTracker
 from generator.quantize import (
     bitsandbytes_cpu_updates,
@@ -44,19 +45,6 @@ def _has_experts(model: Any) -> bool:
     return any(hasattr(module, "num_experts") for module in model.modules())
 
 
-def _config(source: ModelSource, layers: int | None) -> Any:
-    """The model's config, or the same config cut to its first ``layers`` decoder layers (with every per-layer
-    list cut to match)."""
-    config = load_config(source)
-    if layers is not None:
-        full = config.num_hidden_layers
-        for name, value in list(vars(config).items()):
-            if isinstance(value, list) and len(value) == full and name != "architectures":
-                setattr(config, name, value[:layers])
-        config.num_hidden_layers = layers
-    return config
-
-
 def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None = None,
          marks: list[int] | None = None) -> tuple[StorageTracker, Prepared, bool]:
     """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
@@ -69,7 +57,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
 
     tracker, fake = StorageTracker(), FakeTensorMode()
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
-        model = from_config(source, _config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
+        model = from_config(source, cut_config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
     prepared.autocast = cuda_autocast if program.autocast else None

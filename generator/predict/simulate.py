@@ -17,16 +17,13 @@ from generator.escaping import one_line_error
 from generator.matrix import Mode, RowSpec, batch_limit
 from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource, load_config
-from generator.predict import batches, decode, depth
+from generator.predict import batches, decode, depth, stack
 from generator.predict.cuda_program import CPU, CUDA, Program
 from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card
 from generator.predict.tracker import StorageTracker
-from generator.quantize import (
-    import_bitsandbytes,
-    uses_bitsandbytes,
-)
+from generator.quantize import import_bitsandbytes, uses_bitsandbytes
 from generator.steps import Prepared
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
@@ -48,14 +45,13 @@ SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
                      "generator.predict.tracker", "generator.predict.depth", "generator.predict.inserted_runs",
+                     "generator.predict.stack",
                      "generator.predict.decode",
                      "generator.predict.batches")
 DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
 FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
-
-
 
 PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
 Simulated = tuple[StorageTracker, ModelFacts, bool]  # a finished run's tracker, the model's counts, and whether
@@ -119,8 +115,10 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
                       worth: int = 0) -> Simulated | None:
     """The same as simulate_full, from another batch's shape of the row (simulate_like), else from the row's
     steps at four small depths (generator/predict/depth.py), starting from one layer, else from two (a stack of
-    none is no start: its rotary tables, kept by no layer, are freed early); None where the stack has fewer than
-    ``worth`` layers, is too shallow for the small depths, or its trace does not repeat."""
+    none is no start: its rotary tables, kept by no layer, are freed early), else from where the stack turns
+    uniform; each start only where every layer past the small depths is like one they add (stack.py). None where
+    the stack has fewer than ``worth`` layers, is too shallow for the small depths, or its trace does not
+    repeat."""
     layers = load_config(source).num_hidden_layers
     if layers < worth:
         return None
@@ -128,13 +126,20 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     found = simulate_like(row, source, program, small)
     if found is not None:
         return found
-    for first in FIRST_LAYERS:
-        if layers < first + DEPTHS + 1:
-            return None
+    for first in _firsts(source):
+        if layers < first + DEPTHS + 1 or not stack.repeats_past(source, first, DEPTHS):
+            continue  # too shallow to gain; a layer past the small depths that they never met
         found = _by_depth(row, source, program, layers, first, small)
         if found is not None:
             return found
     return None
+
+
+def _firsts(source: ModelSource) -> tuple[int, ...]:
+    """The layers the small depths may start from: where a stack that begins with layers of another kind turns
+    uniform (stack.py; its small depths from an earlier layer would meet both kinds), then FIRST_LAYERS."""
+    uniform = stack.uniform_from(source)
+    return ((uniform,) if uniform is not None and uniform > FIRST_LAYERS[-1] else ()) + FIRST_LAYERS
 
 
 class SmallDepths:
