@@ -15,15 +15,8 @@ from generator.answers.setups import KINDS
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import ModelSource, resolve_model
 from generator.predict import batches
-from generator.predict.simulate import (
-    PROGRAMS,
-    SHAPES,
-    _cpu_part,
-    _cuda_part,
-    _shape_key,
-    simulate_full,
-    simulate_part,
-)
+from generator.predict.simulate import PROGRAMS, _cpu_part, _cuda_part, simulate_part
+from generator.predict.small_depths import SHAPES, shape_key, simulate_full
 from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
@@ -130,7 +123,7 @@ def _lines(source: ModelSource, row_id: str, name: str) -> bool:
     make = _cpu_part if name == "cpu" else _cuda_part
     expected = make(tracker, facts, five, found.method, 0.0)
     assert _figures(found) == _figures(expected), f"{five.id} ({name}) on {source.name}"
-    known = batches.ROWS.get(_shape_key(row, source, PROGRAMS[name]))
+    known = batches.ROWS.get(shape_key(row, source, PROGRAMS[name]))
     return known is not None and known.line is not None and known.line.last == batch_limit(row.seq_len)
 
 

@@ -10,7 +10,7 @@ from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict import cuda_program
 from generator.predict.cuda_program import CPU, CUDA, CUDA_SDPA_ONLY, cuda_autocast, sdpa_backend
-from generator.predict.simulate import _run
+from generator.predict.fake_run import _run
 
 
 def _qkv(dtype: torch.dtype, heads: int = 4, kv_heads: int = 4, head: int = 16) -> tuple:

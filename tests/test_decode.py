@@ -14,7 +14,9 @@ from generator.matrix import parse_row
 from generator.model_source import resolve_model
 from generator.predict import decode
 from generator.predict.depth import _tokens
-from generator.predict.simulate import PROGRAMS, _run, decoded
+from generator.predict.fake_run import _run
+from generator.predict.simulate import PROGRAMS
+from generator.predict.small_depths import decoded
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 

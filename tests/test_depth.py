@@ -16,17 +16,9 @@ from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
 from generator.model_source import ModelSource, resolve_model
 from generator.predict import depth, inserted_runs
-from generator.predict.simulate import (
-    METHOD,
-    PROGRAMS,
-    SHAPES,
-    _cpu_part,
-    _cuda_part,
-    _run,
-    simulate_by_depth,
-    simulate_full,
-    simulate_like,
-)
+from generator.predict.fake_run import _run
+from generator.predict.simulate import METHOD, PROGRAMS, _cpu_part, _cuda_part
+from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full, simulate_like
 from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))

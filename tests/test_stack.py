@@ -13,7 +13,8 @@ from conftest import TESTS
 from generator.matrix import parse_row
 from generator.model_source import ModelSource, resolve_model
 from generator.predict import stack
-from generator.predict.simulate import PROGRAMS, SHAPES, simulate_by_depth, simulate_full
+from generator.predict.simulate import PROGRAMS
+from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full
 
 QWEN2_MOE = json.loads((TESTS / "architectures" / "qwen2_moe.json").read_text())
 GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,

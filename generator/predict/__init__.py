@@ -1,6 +1,7 @@
 """The predict stage: memory by simulation under FakeTensorMode, through the worker's own steps.
 
-- ``simulate``: one row's tensor memory; ``fake_run``: one run of its steps under FakeTensorMode; ``rows``:
+- ``simulate``: one row's tensor memory; ``small_depths``: the row at full depth from its runs at a few small
+  depths, where the fast paths below answer; ``fake_run``: one run of its steps under FakeTensorMode; ``rows``:
   the `predict` command's rows, rendering and --record.
 - ``tracker``: the live storages through a simulation, as a journal that replays to its figures; ``depth``:
   the fast path, a deep stack's journal written from four small depths (two, for another batch of a row),

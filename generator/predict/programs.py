@@ -13,7 +13,7 @@ from generator.matrix import Mode, parse_row
 from generator.model_source import SHIPPED_MODELS, resolve_model
 from generator.predict import cuda_program
 from generator.predict.curves import SITE_SEQ_LEN
-from generator.predict.simulate import _run
+from generator.predict.fake_run import _run
 from generator.units import format_mib
 
 
