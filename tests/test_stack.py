@@ -1,9 +1,10 @@
 """The depth fast path starts only where every layer past its small depths is one they met (generator/predict/
 stack.py): a stack with a layer of another kind further down takes the full depth, where the small depths alone
-answered wrongly, and a stack that begins with layers of another kind starts its small depths where it turns
-uniform, equal to the full simulation."""
+answered wrongly; a stack that begins with layers of another kind starts its small depths where it turns
+uniform, and one whose layers repeat in a period steps a period at a time, each equal to the full simulation."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -14,7 +15,7 @@ from generator.matrix import parse_row
 from generator.model_source import ModelSource, resolve_model
 from generator.predict import stack
 from generator.predict.simulate import PROGRAMS
-from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full
+from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full, simulate_like
 
 QWEN2_MOE = json.loads((TESTS / "architectures" / "qwen2_moe.json").read_text())
 GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
@@ -84,3 +85,29 @@ def test_a_signature_is_the_same_for_every_layer_of_a_plain_stack_but_not_its_in
     assert found is not None and len(found) == 6 and len(set(found)) == 1
     assert stack.signatures(source, 3) == found[:3]
     assert stack.uniform_from(source) == 0 and stack.repeats_past(source, 1, 4)
+
+
+def _trace(found: tuple) -> tuple:
+    tracker = found[0]
+    return tracker.peak, [(size, made) for _, size, made in tracker.events], tracker.phase_marks, found[1]
+
+
+@pytest.mark.parametrize(("name", "config", "start"), [
+    ("moe-every-other", {**QWEN2_MOE, "num_hidden_layers": 10, "decoder_sparse_step": 2}, (2, 2)),
+    ("gemma3-32", {**GEMMA3, "num_hidden_layers": 32}, (8, 6)),  # past its first global layer, six at a time
+])
+def test_a_stack_that_repeats_in_a_period_steps_a_period_at_a_time(name: str, config: dict, start: tuple[int, int],
+                                                                   tmp_path: Path) -> None:
+    """The small depths a period apart answer as the full simulation does, trace for trace, and so does another
+    batch from the shape they read (two small depths, a period apart)."""
+    source = _source(tmp_path, name, config)
+    assert stack.periods(source) == [start]
+    row = parse_row("gen-b2-s16-n4-bf16")
+    for program, chosen in PROGRAMS.items():
+        SHAPES.clear()
+        fast = simulate_by_depth(row, source, chosen)
+        assert fast is not None and _trace(fast) == _trace(simulate_full(row, source, chosen, fast=False)), program
+        assert [(known.first, known.period) for known in SHAPES.values()] == [start]
+        other = replace(row, batch_size=5)
+        like = simulate_like(other, source, chosen)
+        assert like is not None and _trace(like) == _trace(simulate_full(other, source, chosen, fast=False)), program

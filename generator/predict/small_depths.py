@@ -59,8 +59,9 @@ class KnownShape:
     """How a row's stack repeats, read at one batch (depth.shape), with the model's counts the small depths gave."""
 
     first: int  # the first of the small depths
+    period: int  # the layers each next small depth adds: the period in which the stack's layers repeat
     shape: depth.Shape
-    facts: tuple[ModelFacts, ModelFacts]  # at depths first and first + 1, which another batch's must equal
+    facts: tuple[ModelFacts, ModelFacts]  # at depths first and first + period, which another batch's must equal
     full: ModelFacts  # at the full depth
     rerouted: bool
 
@@ -89,20 +90,24 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     found = simulate_like(row, source, program, small)
     if found is not None:
         return found
-    for first in _firsts(source):
-        if layers < first + DEPTHS + 1 or not stack.repeats_past(source, first, DEPTHS):
-            continue  # too shallow to gain; a layer past the small depths that they never met
-        found = _by_depth(row, source, program, layers, first, small)
+    for start in _starts(source, layers):
+        found = _by_depth(row, source, program, layers, start, small)
         if found is not None:
             return found
     return None
 
 
-def _firsts(source: ModelSource) -> tuple[int, ...]:
-    """The layers the small depths may start from: where a stack that begins with layers of another kind turns
-    uniform (stack.py; its small depths from an earlier layer would meet both kinds), then FIRST_LAYERS."""
+def _starts(source: ModelSource, layers: int) -> list[tuple[int, int]]:
+    """Where the small depths may start, and the layers each next one adds: a layer each, from where a stack
+    that begins with layers of another kind turns uniform (its small depths from an earlier layer would meet
+    both kinds), then from FIRST_LAYERS; then a period each, for a stack whose layers repeat in one
+    (stack.periods). Each only where its deepest small depth leaves layers to gain, and every layer past it is
+    one the small depths met (stack.repeats_past)."""
     uniform = stack.uniform_from(source)
-    return ((uniform,) if uniform is not None and uniform > FIRST_LAYERS[-1] else ()) + FIRST_LAYERS
+    starts = [(uniform, 1)] if uniform is not None and uniform > FIRST_LAYERS[-1] else []
+    starts += [(first, 1) for first in FIRST_LAYERS] + stack.periods(source)
+    return [(first, period) for first, period in starts
+            if layers >= first + (DEPTHS - 1) * period + 2 and stack.repeats_past(source, first, DEPTHS, period)]
 
 
 class SmallDepths:
@@ -130,33 +135,36 @@ def simulate_like(row: RowSpec, source: ModelSource, program: Program,
     runs = [small(known.first)]
     if not depth.names_like(known.shape, runs[0][0].journal):  # a batch that takes other paths
         return None
-    runs.append(small(known.first + 1))
+    runs.append(small(known.first + known.period))
     facts = tuple(model_facts(prepared, row) for _, prepared, _ in runs)
     if facts != known.facts or any(rerouted != known.rerouted for _, _, rerouted in runs):
         return None
     layers = load_config(source).num_hidden_layers
-    journal = depth.extend_like(known.shape, [tracker.journal for tracker, _, _ in runs], layers - known.first)
+    copies = (layers - known.first) // known.period
+    journal = depth.extend_like(known.shape, [tracker.journal for tracker, _, _ in runs], copies)
     return None if journal is None else (StorageTracker.replay(journal), known.full, known.rerouted)
 
 
-def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, first: int,
+def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, start: tuple[int, int],
               small: SmallDepths) -> Simulated | None:
-    runs = []
+    (first, period), runs = start, []
+    copies = (layers - first) // period  # a whole number: stack.periods
     for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
-        runs.append(small(first + extra))
+        runs.append(small(first + extra * period))
         if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
             return None
     journals = [tracker.journal for tracker, _, _ in runs]
     shape = depth.shape(journals)
-    journal = None if shape is None else depth.extend_like(shape, journals[:2], layers - first)
+    journal = None if shape is None else depth.extend_like(shape, journals[:2], copies)
     if shape is None or journal is None:
         return None
     facts = [model_facts(prepared, row) for _, prepared, _ in runs]
-    counts = [depth.arithmetic([getattr(f, name) for f in facts], layers - first)
+    counts = [depth.arithmetic([getattr(f, name) for f in facts], copies)
               for name in ("parameters", "trainable", "quantization_bytes")]
     if None in counts or any(f.whole != facts[-1].whole for f in facts[1:]):  # a stack whose layers differ
         return None
     deepest = facts[-1]
     full = ModelFacts(*counts[:2], deepest.lora_targets, counts[2], deepest.whole, deepest.experts)  # type: ignore
-    SHAPES[shape_key(row, source, program)] = KnownShape(first, shape, (facts[0], facts[1]), full, runs[-1][2])
+    SHAPES[shape_key(row, source, program)] = KnownShape(first, period, shape, (facts[0], facts[1]), full,
+                                                         runs[-1][2])
     return StorageTracker.replay(journal), full, runs[-1][2]

@@ -10,7 +10,9 @@ config's per-layer lists), read from the model built on the meta device (no memo
   two kinds the traces met (Gemma 2's alternating sliding and global layers, alike at a length within the window)
   are fine: the trace checks of depth.py find whether they repeat;
 - ``uniform_from``: the first layer from which every layer is alike, where a stack begins with other layers
-  (DeepSeek's first dense layers, ``first_k_dense_replace``): the small depths can start there."""
+  (DeepSeek's first dense layers, ``first_k_dense_replace``): the small depths can start there;
+- ``periods``: for a stack whose layers repeat in a period of several (Gemma 3's five sliding layers and a
+  global one; an MoE layer every other one), that period: the small depths can step a period at a time."""
 
 from functools import lru_cache
 from typing import Any
@@ -20,6 +22,7 @@ from generator.model_source import ModelError, ModelSource, load_config, meta_mo
 # a layer's own index, under the names transformers' layers keep it: the one attribute allowed to differ
 INDEX_ATTRIBUTES = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "block_idx", "idx"})
 PLAIN = (bool, int, float, str, type(None))
+MAX_PERIOD = 8  # the longest period in layers the small depths read (four of them span three periods)
 Signature = tuple[Any, ...]
 
 
@@ -87,14 +90,17 @@ def _attributes(module: Any) -> tuple[tuple[str, Any], ...]:
     return tuple(found)
 
 
-def repeats_past(source: ModelSource, first: int, depths: int) -> bool:
-    """Whether the small depths ``first`` to ``first + depths - 1`` stand for the full depth: the layers the
+def repeats_past(source: ModelSource, first: int, depths: int, period: int = 1) -> bool:
+    """Whether the small depths from ``first``, ``period`` layers apart, stand for the full depth: the layers the
     deepest of them builds are the full model's first ones, and every layer past them is like one the small
-    depths add (layers ``first`` to ``first + depths - 2``)."""
-    full, deepest = signatures(source), first + depths - 1
+    depths add; with a period of several layers, every layer from the second period on is the one a period
+    before it (the trace checks compare whole periods, so their order counts)."""
+    full, deepest = signatures(source), first + (depths - 1) * period
     small = signatures(source, deepest)
     if full is None or small is None or small != full[:deepest]:
         return False
+    if period > 1:
+        return _periodic(full, first, period)
     added = set(full[first:deepest])
     return all(signature in added for signature in full[deepest:])
 
@@ -109,3 +115,26 @@ def uniform_from(source: ModelSource) -> int | None:
     while start > 0 and full[start - 1] == full[-1]:
         start -= 1
     return start
+
+
+def periods(source: ModelSource) -> list[tuple[int, int]]:
+    """For a stack whose layers past the first are not all alike but repeat in a period of 2 to MAX_PERIOD
+    layers (Gemma 3's five sliding and one global; an MoE layer every other one): the shortest such period, with
+    the first layer from which every layer is the one a period before it, not all alike (a uniform tail is
+    uniform_from's), and the full depth is whole periods on, past a layer of every kind (a model builds what a
+    kind of layer needs, Gemma 3's global mask, once it has one: the small depths must all have it); [] for any
+    other stack."""
+    full = signatures(source)
+    if full is None or len(set(full[1:])) <= 1:
+        return []
+    for period in range(2, MAX_PERIOD + 1):
+        for first in range(1, len(full) - period):
+            if (len(full) - first) % period == 0 and len(set(full[first:])) > 1 and set(full[:first]) == set(full) \
+                    and _periodic(full, first, period):
+                return [(first, period)]
+    return []
+
+
+def _periodic(full: tuple[Signature, ...], first: int, period: int) -> bool:
+    """Whether every layer from the second period on is the one a period before it."""
+    return all(full[index] == full[index - period] for index in range(first + period, len(full)))
