@@ -111,3 +111,26 @@ def test_a_stack_that_repeats_in_a_period_steps_a_period_at_a_time(name: str, co
         other = replace(row, batch_size=5)
         like = simulate_like(other, source, chosen)
         assert like is not None and _trace(like) == _trace(simulate_full(other, source, chosen, fast=False)), program
+
+
+def test_a_lora_target_that_names_one_layer_marks_it_apart(tmp_path: Path) -> None:
+    """A target given by its path (peft matches the end of a module's path) adapts one layer, which the small
+    depths never build: without the check they answered with its adapter missing (and, with it the only target,
+    peft refused the small depths' model); with it, the full depth answers."""
+    llama = {**json.loads((TESTS / "architectures" / "llama.json").read_text()), "num_hidden_layers": 8}
+    plain = _source(tmp_path, "llama", llama)
+    row = parse_row("train-b2-s16-lora8")
+    for targets in (("q_proj", "layers.6.mlp.down_proj"), ("layers.6.mlp.down_proj",)):
+        source = replace(plain, lora_targets=targets)
+        assert not stack.repeats_past(source, 1, 4) and not stack.repeats_past(source, 2, 4)
+        full = simulate_full(row, source, PROGRAMS["cpu"], fast=False)
+        assert simulate_by_depth(row, source, PROGRAMS["cpu"]) is None
+        SHAPES.clear()
+        with mock.patch.object(stack, "repeats_past", lambda *_: True):
+            if len(targets) == 1:
+                with pytest.raises(Exception, match="not found in the base model"):  # peft's NoMatchingPeftModuleError
+                    simulate_by_depth(row, source, PROGRAMS["cpu"])
+                continue
+            unchecked = simulate_by_depth(row, source, PROGRAMS["cpu"])
+        assert unchecked is not None and unchecked[1].trainable < full[1].trainable
+    assert stack.repeats_past(replace(plain, lora_targets=("q_proj", "down_proj")), 1, 4)  # every layer alike

@@ -78,11 +78,11 @@ def shape_key(row: RowSpec, source: ModelSource, program: Program) -> tuple[Any,
 def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
                       worth: int = 0) -> Simulated | None:
     """The same as simulate_full, from another batch's shape of the row (simulate_like), else from the row's
-    steps at four small depths (generator/predict/depth.py), starting from one layer, else from two (a stack of
-    none is no start: its rotary tables, kept by no layer, are freed early), else from where the stack turns
-    uniform; each start only where every layer past the small depths is like one they add (stack.py). None where
-    the stack has fewer than ``worth`` layers, is too shallow for the small depths, or its trace does not
-    repeat."""
+    steps at four small depths (generator/predict/depth.py), from each start _starts gives in turn: where a stack
+    that begins with other layers turns uniform, one layer, two layers (a stack of none is no start: its rotary
+    tables, kept by no layer, are freed early), then a period of several for a stack that repeats in one. None
+    where the stack has fewer than ``worth`` layers, is too shallow for the small depths, has a layer past them
+    that they never met (stack.py), or its trace does not repeat."""
     layers = load_config(source).num_hidden_layers
     if layers < worth:
         return None

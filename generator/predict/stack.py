@@ -1,9 +1,11 @@
-"""What the depth fast path (depth.py) must know of a model's decoder layers before it trusts a few of them for
-all: the small depths show only the first layers, and a layer the trace never met (a dense MLP among experts,
-``mlp_only_layers``; an attention layer among Mamba ones; a global layer among sliding ones whose KV cache keeps
-the whole prompt) would be extrapolated as one it did meet, silently. So each layer has a signature (its
-modules' classes and plain attributes but its index, its parameters' shapes and dtypes, and its entries of the
-config's per-layer lists), read from the model built on the meta device (no memory, no simulation), and:
+"""What the depth fast path (small_depths.py, depth.py) must know of a model's decoder layers before it trusts a
+few of them for all: the small depths show only the first layers, and a layer the trace never met (a dense MLP
+among experts, ``mlp_only_layers``; an attention layer among Mamba ones; a global layer among sliding ones whose
+KV cache keeps the whole prompt) would be extrapolated as one it did meet, silently. So each layer has a signature (its
+modules' classes and plain attributes but its index, its parameters' shapes and dtypes, its entries of the
+config's per-layer lists, and which of its modules LoRA targets given by their path pick, as in
+``--lora-targets layers.20.mlp.down_proj``), read from the model built on the meta device (no memory, no
+simulation), and:
 
 - ``repeats_past``: the small depths from layer ``first`` stand for the full depth only where the layers they
   add (``first`` to ``first`` + 2) are the full model's, and every layer past them is like one of those. Layers of
@@ -52,21 +54,33 @@ def signatures(source: ModelSource, layers: int | None = None) -> tuple[Signatur
         model = meta_model(source, config)
     except ModelError:  # a config that fake tensors build but the meta device cannot: no signatures, no fast path
         return None
-    stack = _decoder_layers(model, config.num_hidden_layers)
-    if stack is None:
+    found = _decoder_layers(model, config.num_hidden_layers)
+    if found is None:
         return None
+    path, stack = found
     lists = _per_layer_lists(config, config.num_hidden_layers)
-    return tuple((_signature(layer), tuple((name, repr(value[index])) for name, value in lists))
+    return tuple((_signature(layer), tuple((name, repr(value[index])) for name, value in lists),
+                  _adapted(layer, f"{path}.{index}", source.lora_targets))
                  for index, layer in enumerate(stack))
 
 
-def _decoder_layers(model: Any, layers: int) -> Any:
-    """The model's first module list of exactly ``layers`` modules (transformers' ``layers``, ``h`` or
-    ``blocks``), or None."""
+def _decoder_layers(model: Any, layers: int) -> tuple[str, Any] | None:
+    """The path and modules of the model's first module list of exactly ``layers`` modules (transformers'
+    ``model.layers``, ``transformer.h``), or None."""
     import torch
 
-    return next((module for module in model.modules()
+    return next(((path, module) for path, module in model.named_modules()
                  if isinstance(module, torch.nn.ModuleList) and len(module) == layers), None)
+
+
+def _adapted(layer: Any, path: str, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """The layer's modules that LoRA targets pick by peft's rule (a module's whole path, or the end of it after
+    a dot), so that a target naming one layer's module marks that layer apart; () for peft's default targets."""
+    if not targets:
+        return ()
+    return tuple(name for name, _ in layer.named_modules()
+                 if any((whole := f"{path}.{name}" if name else path) == target or whole.endswith(f".{target}")
+                        for target in targets))
 
 
 def _signature(layer: Any) -> Signature:
@@ -99,8 +113,8 @@ def repeats_past(source: ModelSource, first: int, depths: int, period: int = 1) 
     small = signatures(source, deepest)
     if full is None or small is None or small != full[:deepest]:
         return False
-    if period > 1:
-        return _periodic(full, first, period)
+    if period > 1:  # whole periods on, past a layer of every kind (periods)
+        return (len(full) - first) % period == 0 and set(full[:first]) == set(full) and _periodic(full, first, period)
     added = set(full[first:deepest])
     return all(signature in added for signature in full[deepest:])
 
@@ -120,10 +134,11 @@ def uniform_from(source: ModelSource) -> int | None:
 def periods(source: ModelSource) -> list[tuple[int, int]]:
     """For a stack whose layers past the first are not all alike but repeat in a period of 2 to MAX_PERIOD
     layers (Gemma 3's five sliding and one global; an MoE layer every other one): the shortest such period, with
-    the first layer from which every layer is the one a period before it, not all alike (a uniform tail is
-    uniform_from's), and the full depth is whole periods on, past a layer of every kind (a model builds what a
-    kind of layer needs, Gemma 3's global mask, once it has one: the small depths must all have it); [] for any
-    other stack."""
+    the first layer from which the small depths can step it: every layer from one period past it is the one a
+    period before it, the layers from it are not all alike (a uniform tail is uniform_from's), the full depth is
+    whole periods on, and the layers before it hold one of every kind (a model builds what a kind of layer needs,
+    Gemma 3's global mask, once it has one, so every small depth must have it: Gemma 3 at 32 layers starts at
+    layer 8, not 6). [] for any other stack."""
     full = signatures(source)
     if full is None or len(set(full[1:])) <= 1:
         return []
