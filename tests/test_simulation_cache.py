@@ -104,3 +104,18 @@ def test_the_two_parts_hold_every_field_of_a_prediction_and_share_only_the_count
     assert cpu | cuda == {spec.name for spec in fields(Prediction)}
     assert cpu & cuda == {"parameters", "trainable_parameters", "method", "seconds", "lora_targets",
                           "quantization_bytes"}
+
+
+def test_a_key_names_the_versions_the_libraries_report() -> None:
+    """The key reads each library's version from its metadata (no import): the same text its __version__ gives,
+    so a kept simulation is filed as before, and bitsandbytes' only for a row that uses it."""
+    import bitsandbytes
+    import peft
+    import torch
+    import transformers
+
+    source = resolve_model(str(TINY_MODEL))
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
+    assert simulation.simulation_key(parse_row("train-b2-s32"), source, "cpu").libraries == versions
+    assert simulation.simulation_key(parse_row("train-b2-s32-bf16-nf4-lora8"), source, "cuda").libraries == (
+        f"{versions}, bitsandbytes {bitsandbytes.__version__}")

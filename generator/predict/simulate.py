@@ -24,7 +24,7 @@ from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card
 from generator.predict.small_depths import WORTH_LAYERS, Simulated, shape_key, simulate_by_depth, simulate_full
 from generator.predict.tracker import StorageTracker
-from generator.quantize import import_bitsandbytes, uses_bitsandbytes
+from generator.quantize import uses_bitsandbytes
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
 from generator.store.simulations import SimulationKey
@@ -111,14 +111,11 @@ def simulation_key(row: RowSpec, source: ModelSource, program: str) -> Simulatio
     """What a kept part of this row is filed under: the config, the row, the program, the LoRA targets, the
     library versions and the simulator (its method and the hash of its code, so an edit is never served
     stale)."""
-    import torch
-    import transformers
-
-    # peft's version from its metadata: importing peft (and the bitsandbytes it loads) costs seconds that a row
-    # without adapters would spend on its key alone
-    libraries = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {metadata.version('peft')}"
+    # each version from the library's metadata, which its __version__ repeats (torch 2.13.0+cpu): importing torch,
+    # transformers, peft and bitsandbytes costs a second or more that a kept answer would spend on its key alone
+    libraries = ", ".join(f"{name} {metadata.version(name)}" for name in ("torch", "transformers", "peft"))
     if uses_bitsandbytes(row):
-        libraries += f", bitsandbytes {import_bitsandbytes().__version__}"
+        libraries += f", bitsandbytes {metadata.version('bitsandbytes')}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
                          libraries=libraries, simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}",
                          program=program)
