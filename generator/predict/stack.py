@@ -114,7 +114,7 @@ def repeats_past(source: ModelSource, first: int, depths: int, period: int = 1) 
     if full is None or small is None or small != full[:deepest]:
         return False
     if period > 1:  # whole periods on, past a layer of every kind (periods)
-        return (len(full) - first) % period == 0 and set(full[:first]) == set(full) and _periodic(full, first, period)
+        return _periodic(full, first, period)
     added = set(full[first:deepest])
     return all(signature in added for signature in full[deepest:])
 
@@ -144,12 +144,14 @@ def periods(source: ModelSource) -> list[tuple[int, int]]:
         return []
     for period in range(2, MAX_PERIOD + 1):
         for first in range(1, len(full) - period):
-            if (len(full) - first) % period == 0 and len(set(full[first:])) > 1 and set(full[:first]) == set(full) \
-                    and _periodic(full, first, period):
+            if len(set(full[first:])) > 1 and _periodic(full, first, period):
                 return [(first, period)]
     return []
 
 
 def _periodic(full: tuple[Signature, ...], first: int, period: int) -> bool:
-    """Whether every layer from the second period on is the one a period before it."""
-    return all(full[index] == full[index - period] for index in range(first + period, len(full)))
+    """Whether the small depths can step a period from ``first``: the full depth is whole periods on, the layers
+    before ``first`` hold one of every kind, and every layer from the second period on is the one a period
+    before it."""
+    return (len(full) - first) % period == 0 and set(full[:first]) == set(full) and all(
+        full[index] == full[index - period] for index in range(first + period, len(full)))
