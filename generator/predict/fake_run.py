@@ -53,9 +53,9 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     path, decode.py, finds the decode steps by them). Returns the tracker, the prepared row, and whether the
     experts went through transformers' fallback op."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
-    tracker, fake = StorageTracker(), FakeTensorMode()
+    tracker = StorageTracker()
+    fake = tracker.fake_mode()
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
         model = from_config(source, cut_config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
         model.tie_weights()
@@ -63,7 +63,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     prepared.autocast = cuda_autocast if program.autocast else None
     if program.cuda_updates:
         foreach_updates(prepared.optimizer, tracker)
-    with (fake, contextlib.nullcontext() if program.cuda_updates else bitsandbytes_cpu_updates(row), tracker.mode(),
+    with (fake, contextlib.nullcontext() if program.cuda_updates else bitsandbytes_cpu_updates(row), fake.tracking_on(),
           experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
           cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):
         _watch(tracker, prepared)

@@ -1,7 +1,7 @@
 """Simulate a row's tensor memory with fake tensors: the same steps as the worker (generator/steps.py), on a
 model built under PyTorch's FakeTensorMode, so no weight is allocated and no arithmetic is done.
 
-A dispatch mode sees every tensor an operator returns and follows each new storage until it is freed
+The FakeTensorMode sees every tensor an operator returns and follows each new storage until it is freed
 (a weakref finalizer), so it knows the bytes of live tensor storage at every moment: the tensor peak, the
 phase that sets it, and how the peak splits into weights, gradients, AdamW state and activations and
 temporaries. Gradients are recognised as they are accumulated, AdamW's moments once a step has made them;

@@ -1,0 +1,79 @@
+"""A simulation tracks storages from inside its FakeTensorMode (tracker.py ``fake_mode``), one Python dispatch layer
+fewer per operator than a dispatch mode stacked on a plain FakeTensorMode (``mode()``), which it replaced: the two
+journals are the same, entry for entry, on each of the 14 architectures in tests/architectures/ for every set-up
+the answers are given for (CUDA's program), and on the tiny Llama for the CPU's program too."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TESTS
+
+from generator.answers.setups import KINDS
+from generator.matrix import RowSpec, parse_row
+from generator.model_source import ModelSource, resolve_model
+from generator.predict.batches import indexed
+from generator.predict.cuda_program import CPU, CUDA, Program
+from generator.predict.fake_run import _run
+from generator.predict.tracker import StorageTracker
+
+ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
+ROWS = [template.format(b=2, s=16) for template in KINDS.values()]
+
+
+def _stacked(tracker: StorageTracker) -> Any:
+    """The replaced way: a plain FakeTensorMode, with the tracker's dispatch mode entered where tracking begins."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode()
+    fake.tracking_on = tracker.mode  # type: ignore[attr-defined]
+    return fake
+
+
+def _outcome(row: RowSpec, source: ModelSource, program: Program) -> Any:
+    """The run, or why it failed (Falcon's attention has no nn.Linear for a 4-bit row, say)."""
+    try:
+        return _run(row, source, program)
+    except Exception as error:  # torch, transformers, peft and bitsandbytes fail with exceptions of many types
+        return f"{type(error).__name__}: {error}"
+
+
+def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.MonkeyPatch) -> None:
+    row, source = parse_row(row_id), resolve_model(str(config))
+    inside = _outcome(row, source, program)
+    with monkeypatch.context() as patched:
+        patched.setattr(StorageTracker, "fake_mode", _stacked)
+        stacked = _outcome(row, source, program)
+    if isinstance(inside, str) or isinstance(stacked, str):  # a row the architecture cannot run fails alike
+        assert inside == stacked, (config.stem, row_id)
+        return
+    assert indexed(inside[0].journal) == indexed(stacked[0].journal), (config.stem, row_id)
+    assert (inside[0].peak, inside[0].phase_peaks, inside[2]) == (stacked[0].peak, stacked[0].phase_peaks, stacked[2])
+
+
+@pytest.mark.parametrize("config", ARCHITECTURES, ids=[path.stem for path in ARCHITECTURES])
+def test_tracking_inside_the_fake_mode_sees_what_a_stacked_mode_sees(config: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    for row_id in ROWS:
+        _same(config, row_id, CUDA, monkeypatch)
+
+
+@pytest.mark.parametrize("row_id", ROWS)
+def test_the_cpu_program_too(row_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _same(TESTS / "architectures" / "llama.json", row_id, CPU, monkeypatch)
+
+
+def test_tracking_stops_when_the_steps_end() -> None:
+    """Operators on the run's fake tensors after it (reading the model's counts) are not journal entries."""
+    import torch
+
+    tracker = StorageTracker()
+    fake = tracker.fake_mode()
+    with fake:
+        kept = torch.ones(4)
+        with fake.tracking_on():
+            made = kept * 2
+        after = kept * 3
+    assert [entry[0] for entry in tracker.journal] == ["made"]
+    assert tracker.sizes == {id(made.untyped_storage()): 16}
+    assert after.untyped_storage().nbytes() == 16
