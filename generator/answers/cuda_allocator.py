@@ -78,7 +78,7 @@ def worth_splitting(pool: str, remaining: int) -> bool:
     return remaining >= MIN_BLOCK if pool == "small" else remaining > SMALL_SIZE
 
 
-@dataclass(eq=False)  # one block is one object, linked to its neighbours in address order
+@dataclass(eq=False, slots=True)  # one block is one object, linked to its neighbours in address order
 class Block:
     segment: int
     offset: int
@@ -88,7 +88,7 @@ class Block:
     after: "Block | None" = field(default=None, repr=False)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Segment:
     pool: str
     size: int
@@ -147,7 +147,8 @@ class CachingAllocator:
         self._take(block, size)
         self.live[key] = block
         self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
 
     def free(self, key: object) -> None:
         """Return a request's block to its pool, merged with free neighbours in its segment."""
@@ -157,12 +158,13 @@ class CachingAllocator:
         self.allocated -= block.size
         segment = self.segments[block.segment]
         block.free = True
-        if block.after is not None and block.after.free:  # the later one first
-            self._merge(segment, block)
-        if block.before is not None and block.before.free:
-            block = block.before
-            self._merge(segment, block)
-        self._index(block, segment.pool)
+        after, before = block.after, block.before
+        if after is not None and after.free:  # the later one first
+            self._merge(segment, block, after)
+        if before is not None and before.free:
+            self._merge(segment, before, block)
+            block = before
+        insort(self.free_blocks[segment.pool], (block.size, block.segment, block.offset))
 
     def _best_fit(self, pool: str, size: int) -> Block | None:
         candidates = self.free_blocks[pool]  # sorted by size: the first at least `size` long is the best fit
@@ -203,27 +205,22 @@ class CachingAllocator:
         return tail
 
     def _take(self, block: Block, size: int) -> None:
-        segment = self.segments[block.segment]
         block.free = False
         remaining = block.size - size
-        if worth_splitting(segment.pool, remaining):
+        pool = self.segments[block.segment].pool
+        if worth_splitting(pool, remaining):
             block.size = size
             rest = Block(block.segment, block.offset + size, remaining)
-            segment.add(rest, block)
-            self._index(rest, segment.pool)
+            self.segments[block.segment].add(rest, block)
+            insort(self.free_blocks[pool], (remaining, rest.segment, rest.offset))
 
-    def _merge(self, segment: Segment, first: Block) -> None:
-        """Merge a free block with the free one after it."""
-        second = first.after
-        assert second is not None
-        for block in (first, second):
-            self._unindex((block.size, block.segment, block.offset), segment.pool)
+    def _merge(self, segment: Segment, first: Block, second: Block) -> None:
+        """Merge a free block with the free one after it (``second``)."""
+        self._unindex((first.size, first.segment, first.offset), segment.pool)
+        self._unindex((second.size, second.segment, second.offset), segment.pool)
         first.size += second.size
         first.free = True
         segment.remove(second)
-
-    def _index(self, block: Block, pool: str) -> None:
-        insort(self.free_blocks[pool], (block.size, block.segment, block.offset))
 
     def _unindex(self, entry: tuple[int, int, int], pool: str) -> None:
         """Take a block out of its pool's free list, if it is there (found by bisection: the list is sorted)."""
@@ -234,15 +231,17 @@ class CachingAllocator:
 
     def _reserve(self, n_bytes: int) -> None:
         self.reserved += n_bytes
-        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
 
 
 def replay(events: list[tuple[object, int, bool]], expandable: bool = False) -> CachingAllocator:
     """Replay a trace of (key, size, made): made True for a storage allocated, False for one freed."""
     allocator = CachingAllocator(expandable)
+    malloc, free = allocator.malloc, allocator.free
     for key, size, made in events:
         if made:
-            allocator.malloc(key, size)
+            malloc(key, size)
         else:
-            allocator.free(key)
+            free(key)
     return allocator
