@@ -10,6 +10,7 @@ from generator.matrix import RowSpec
 from generator.model_source import ModelSource, dtype_argument, from_config
 from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
+from generator.predict.fake_mode import tracking_fake_mode
 from generator.predict.sharding import share, whole_units
 from generator.predict.stack import cut_config
 from generator.predict.tracker import StorageTracker
@@ -55,7 +56,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     import torch
 
     tracker = StorageTracker()
-    fake = tracker.fake_mode()
+    fake = tracking_fake_mode(tracker)
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
         model = from_config(source, cut_config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
         model.tie_weights()

@@ -44,7 +44,8 @@ SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run",
                      "generator.steps",
                      "generator.predict.fake_friendly", "generator.predict.cuda_program",
                      "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.depth", "generator.predict.inserted_runs",
+                     "generator.predict.tracker", "generator.predict.fake_mode", "generator.predict.depth",
+                     "generator.predict.inserted_runs",
                      "generator.predict.stack", "generator.predict.small_depths", "generator.predict.decode",
                      "generator.predict.batches")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"

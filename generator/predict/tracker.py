@@ -7,9 +7,8 @@ phase's peak, and the trace the allocator models replay) come from those entries
 (``StorageTracker.replay``) gives the figures of the run that wrote it; the depth fast path (depth.py) replays
 the journal it extends."""
 
-import contextlib
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
@@ -17,7 +16,7 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 
 class StorageTracker:
     """Bytes of live tensor storage, by category and phase. It follows a simulation from inside its
-    FakeTensorMode (``fake_mode()``), a run of real tensors through a dispatch mode (``mode()``)."""
+    FakeTensorMode (fake_mode.py), a run of real tensors through a dispatch mode (``mode()``)."""
 
     def __init__(self) -> None:
         self.sizes: dict[object, int] = {}
@@ -117,7 +116,7 @@ class StorageTracker:
 
     def mode(self) -> Any:
         """A TorchDispatchMode that tracks the storage of every tensor an operator returns (real tensors: the
-        tests' reference run; a simulation tracks inside its FakeTensorMode, ``fake_mode``)."""
+        tests' reference run; a simulation tracks inside its FakeTensorMode, fake_mode.py)."""
         from torch.utils._python_dispatch import TorchDispatchMode
 
         tracker = self
@@ -129,38 +128,3 @@ class StorageTracker:
                 return out
 
         return _Mode()
-
-    def fake_mode(self) -> Any:
-        """A FakeTensorMode that, inside its ``tracking_on()``, tracks the storage of every tensor an operator
-        returns to the code that called it: what ``mode()`` stacked on a FakeTensorMode sees (tests/test_tracker.py
-        shows the journals equal), with one Python dispatch layer fewer per operator. The operators FakeTensorMode
-        runs inside another (its decompositions) are not tracked, as ``mode()`` never sees them either."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        tracker = self
-
-        class _TrackingFakeMode(FakeTensorMode):
-            tracking = False
-            depth = 0  # operators being run: 1 for the caller's, more inside FakeTensorMode's own
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if not self.tracking:
-                    return super().__torch_dispatch__(func, types, args, kwargs or {})
-                self.depth += 1
-                try:
-                    out = super().__torch_dispatch__(func, types, args, kwargs or {})
-                finally:
-                    self.depth -= 1
-                if self.depth == 0:
-                    tracker.returned(out)
-                return out
-
-            @contextlib.contextmanager
-            def tracking_on(self) -> Iterator[None]:
-                self.tracking = True
-                try:
-                    yield
-                finally:
-                    self.tracking = False
-
-        return _TrackingFakeMode()

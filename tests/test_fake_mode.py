@@ -1,7 +1,8 @@
-"""A simulation tracks storages from inside its FakeTensorMode (tracker.py ``fake_mode``), one Python dispatch layer
-fewer per operator than a dispatch mode stacked on a plain FakeTensorMode (``mode()``), which it replaced: the two
-journals are the same, entry for entry, on each of the 14 architectures in tests/architectures/ for every set-up
-the answers are given for (CUDA's program), and on the tiny Llama for the CPU's program too."""
+"""The simulation's FakeTensorMode (generator/predict/fake_mode.py) against the plain one it replaced, a
+FakeTensorMode with the tracker's dispatch mode stacked on it: the journals are the same, entry for entry, on each
+of the 14 architectures in tests/architectures/ for every set-up the answers are given for (CUDA's program), and
+on the tiny Llama for the CPU's program too; and every operator answered by the learnt key has the FakeTensorMode
+key that was learnt with it (``CHECK_KEYS``), a check shown to catch a key that misses what tells two calls apart."""
 
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,18 @@ from conftest import TESTS
 from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
 from generator.model_source import ModelSource, resolve_model
+from generator.predict import fake_mode, fake_run
 from generator.predict.batches import indexed
 from generator.predict.cuda_program import CPU, CUDA, Program
-from generator.predict.fake_run import _run
 from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 ROWS = [template.format(b=2, s=16) for template in KINDS.values()]
+
+
+@pytest.fixture(autouse=True)
+def _keys_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fake_mode, "CHECK_KEYS", True)
 
 
 def _stacked(tracker: StorageTracker) -> Any:
@@ -33,7 +39,7 @@ def _stacked(tracker: StorageTracker) -> Any:
 def _outcome(row: RowSpec, source: ModelSource, program: Program) -> Any:
     """The run, or why it failed (Falcon's attention has no nn.Linear for a 4-bit row, say)."""
     try:
-        return _run(row, source, program)
+        return fake_run._run(row, source, program)
     except Exception as error:  # torch, transformers, peft and bitsandbytes fail with exceptions of many types
         return f"{type(error).__name__}: {error}"
 
@@ -42,7 +48,7 @@ def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.Monke
     row, source = parse_row(row_id), resolve_model(str(config))
     inside = _outcome(row, source, program)
     with monkeypatch.context() as patched:
-        patched.setattr(StorageTracker, "fake_mode", _stacked)
+        patched.setattr(fake_run, "tracking_fake_mode", _stacked)
         stacked = _outcome(row, source, program)
     if isinstance(inside, str) or isinstance(stacked, str):  # a row the architecture cannot run fails alike
         assert inside == stacked, (config.stem, row_id)
@@ -52,10 +58,10 @@ def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("config", ARCHITECTURES, ids=[path.stem for path in ARCHITECTURES])
-def test_tracking_inside_the_fake_mode_sees_what_a_stacked_mode_sees(config: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_simulations_fake_mode_gives_the_plain_ones_journal(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for row_id in ROWS:
         _same(config, row_id, CUDA, monkeypatch)
+    assert any(learnt is not fake_mode.SKIP for learnt in fake_mode.LEARNT.values())  # answers were learnt
 
 
 @pytest.mark.parametrize("row_id", ROWS)
@@ -68,7 +74,7 @@ def test_tracking_stops_when_the_steps_end() -> None:
     import torch
 
     tracker = StorageTracker()
-    fake = tracker.fake_mode()
+    fake = fake_mode.tracking_fake_mode(tracker)
     with fake:
         kept = torch.ones(4)
         with fake.tracking_on():
@@ -77,3 +83,23 @@ def test_tracking_stops_when_the_steps_end() -> None:
     assert [entry[0] for entry in tracker.journal] == ["made"]
     assert tracker.sizes == {id(made.untyped_storage()): 16}
     assert after.untyped_storage().nbytes() == 16
+
+
+def test_the_check_catches_a_key_that_misses_a_difference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key that holds only each tensor's sizes takes a bf16 product for the fp32 one learnt before it: the
+    check refuses the answer (without the check it would be the fp32 product's, 16 bytes where bf16 makes 8)."""
+    import torch
+
+    def sizes_only(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | None:
+        key = original(mode, func, args, kwargs)
+        return None if key is None else tuple(part[1] if isinstance(part, tuple) and part and
+                                              isinstance(part[0], torch.dtype) else part for part in key)
+
+    original = fake_mode.call_key
+    monkeypatch.setattr(fake_mode, "call_key", sizes_only)
+    monkeypatch.setattr(fake_mode, "LEARNT", {})
+    with fake_mode.tracking_fake_mode(StorageTracker()):
+        torch.ones(4) * torch.ones(4)
+        halves = torch.ones(4, dtype=torch.bfloat16)
+        with pytest.raises(AssertionError, match="another FakeTensorMode key"):
+            halves * halves

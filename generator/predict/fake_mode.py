@@ -1,0 +1,138 @@
+"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with two things
+added.
+
+1. **It tracks storages** (tracker.py): inside ``tracking_on()``, the storage of every tensor an operator returns
+   to the code that called it. That is what a dispatch mode stacked on a plain FakeTensorMode sees, with one
+   Python dispatch layer fewer per operator; the operators FakeTensorMode runs inside another (its
+   decompositions) are not tracked, as such a mode never sees them either.
+2. **It finds a repeated operator in FakeTensorMode's own cache by a cheaper key.** FakeTensorMode keys its cache
+   by the operator, a few global settings, and every argument with each tensor's full metadata, built in Python
+   for every call: about a third of a simulation's time. The key here (``call_key``) holds the same things read
+   more directly (a tensor's dtype, sizes, strides, offset, storage bytes, flags and device, each a method call),
+   so two calls with the same key have the same FakeTensorMode key. It is learnt, with FakeTensorMode's entry, the
+   first time FakeTensorMode caches a call under it; a later call with that key is answered from the entry by
+   FakeTensorMode's own code, as a hit in its cache is. Calls FakeTensorMode does not cache are never learnt.
+   With ``CHECK_KEYS`` on, every such answer first checks that the call's FakeTensorMode key is the learnt one
+   (tests/test_fake_mode.py runs every architecture's set-ups so)."""
+
+import contextlib
+from collections.abc import Iterator
+from types import FunctionType
+from typing import Any
+
+# call_key -> (FakeTensorMode's key, its cache entry), or SKIP for a call FakeTensorMode does not cache; for the
+# process, as FakeTensorMode's own cache is
+LEARNT: dict[tuple[Any, ...], Any] = {}
+SKIP = "not cached by FakeTensorMode"
+CHECK_KEYS = False
+
+
+def _add(mode: Any, argument: Any, key: list[Any]) -> bool:
+    """Append what FakeTensorMode's key holds of an argument, read directly; False for an argument its cache never
+    takes (a real tensor, a symbolic size, a function, a fake tensor of another mode or with a constant)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(argument, FakeTensor):
+        if argument.fake_mode is not mode or argument.constant is not None or argument.layout != torch.strided:
+            return False
+        key.append((argument.dtype, argument.shape, argument.stride(), argument.storage_offset(),
+                    argument.untyped_storage().nbytes(), argument.requires_grad, argument.is_conj(),
+                    argument.is_neg(), argument.is_inference(), argument.device))
+        return True
+    if isinstance(argument, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)):
+        return False
+    if isinstance(argument, (list, tuple)):  # torch.Size too: the type is part of the key
+        key.append((type(argument), len(argument)))
+        return all(_add(mode, item, key) for item in argument)
+    if isinstance(argument, dict):
+        key.append((dict, len(argument)))
+        return all(_add(mode, name, key) and _add(mode, value, key) for name, value in argument.items())
+    if type(argument).__hash__ is None:
+        return False
+    key.append((type(argument), argument))  # 1 and 1.0 are equal but make tensors of other dtypes
+    return True
+
+
+def call_key(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | None:
+    """What FakeTensorMode's cache key holds of a call (the operator, the default dtype and device, inference
+    mode, tracing, each argument), read directly; None where its cache would not take the call."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    key = [func, torch.get_default_dtype(), torch._C._get_default_device(), torch.is_inference_mode_enabled(),
+           get_proxy_mode() is not None]
+    return tuple(key) if _add(mode, args, key) and _add(mode, kwargs, key) else None
+
+
+def tracking_fake_mode(tracker: Any) -> Any:
+    """A FakeTensorMode that tracks into ``tracker`` (a StorageTracker) inside its ``tracking_on()``, and answers
+    repeated operators by the learnt key."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class _SimulationFakeMode(FakeTensorMode):
+        tracking = False
+        depth = 0  # operators being run: 1 for the caller's, more inside FakeTensorMode's own
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not self.tracking:
+                return super().__torch_dispatch__(func, types, args, kwargs or {})
+            self.depth += 1
+            try:
+                out = super().__torch_dispatch__(func, types, args, kwargs or {})
+            finally:
+                self.depth -= 1
+            if self.depth == 0:
+                tracker.returned(out)
+            return out
+
+        def dispatch(self, func, types, args=(), kwargs=None):
+            return _dispatch(self, FakeTensorMode, func, types, args, kwargs or {})
+
+        @contextlib.contextmanager
+        def tracking_on(self) -> Iterator[None]:
+            self.tracking = True
+            try:
+                yield
+            finally:
+                self.tracking = False
+
+    return _SimulationFakeMode()
+
+
+def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+    """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry."""
+    from torch._subclasses import fake_tensor
+
+    if (func in fake_tensor._DISPATCH_META_HANDLERS or func in fake_tensor._DISPATCH_HANDLE_DIRECTLY
+            or not mode.cache_enabled or mode.cache_crosscheck_enabled or mode.shape_env is not None):
+        return base.dispatch(mode, func, types, args, kwargs)
+    key = call_key(mode, func, args, kwargs)
+    learnt = None if key is None else LEARNT.get(key)
+    if key is None or learnt is SKIP:
+        return base.dispatch(mode, func, types, args, kwargs)
+    state = fake_tensor._CacheKeyState(mode.shape_env)
+    if learnt is None:
+        return _learn(mode, base, state, key, func, types, args, kwargs)
+    cache_key, entry = learnt
+    if CHECK_KEYS and mode._cache_key(state, func, args, kwargs) != cache_key:
+        raise AssertionError(f"{func}: a call with a learnt key has another FakeTensorMode key")
+    base.cache_hits += 1
+    return mode._output_from_cache_entry(state, entry, cache_key, func, args)  # as a hit in its cache is answered
+
+
+def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, types: Any, args: Any,
+           kwargs: Any) -> Any:
+    """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one."""
+    from torch._subclasses import fake_tensor
+
+    try:
+        cache_key = mode._cache_key(state, func, args, kwargs)  # before the call, which may change its arguments
+    except fake_tensor._BypassDispatchCache:
+        LEARNT[key] = SKIP
+        return base.dispatch(mode, func, types, args, kwargs)
+    out = base.dispatch(mode, func, types, args, kwargs)
+    entry = base.cache.get(cache_key)
+    cached = isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols
+    LEARNT[key] = (cache_key, entry) if cached else SKIP
+    return out
