@@ -107,12 +107,13 @@ class StorageTracker:
         self.finished = True
 
     def returned(self, out: Any) -> None:
-        """Track the storage of every tensor an operator returned."""
-        from torch.utils._pytree import tree_leaves
-
-        for leaf in tree_leaves(out):
-            if hasattr(leaf, "untyped_storage"):
-                self.track(leaf, self.making)
+        """Track the storage of every tensor an operator returned, in order: an operator returns a tensor, a tuple
+        or list of them (torch.return_types too), a number or None."""
+        if isinstance(out, (tuple, list)):
+            for item in out:
+                self.returned(item)
+        elif hasattr(out, "untyped_storage"):
+            self.track(out, self.making)
 
     def mode(self) -> Any:
         """A TorchDispatchMode that tracks the storage of every tensor an operator returns (real tensors: the
