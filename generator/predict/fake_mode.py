@@ -16,8 +16,9 @@ added.
    (tests/test_fake_mode.py runs every architecture's set-ups so)."""
 
 import contextlib
+import functools
 from collections.abc import Iterator
-from types import FunctionType
+from types import FunctionType, SimpleNamespace
 from typing import Any
 
 # call_key -> (FakeTensorMode's key, its cache entry), or SKIP for a call FakeTensorMode does not cache; for the
@@ -27,27 +28,36 @@ SKIP = "not cached by FakeTensorMode"
 CHECK_KEYS = False
 
 
-def _add(mode: Any, argument: Any, key: list[Any]) -> bool:
+@functools.cache
+def _torch() -> Any:
+    """What the key and the dispatch read of torch, imported once (this module is imported without torch)."""
+    import torch
+    from torch._subclasses import fake_tensor
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    refused = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)  # FakeTensor is checked first
+    return SimpleNamespace(torch=torch, fake_tensor=fake_tensor, FakeTensor=fake_tensor.FakeTensor,
+                           get_proxy_mode=get_proxy_mode, refused=refused)
+
+
+def _add(mode: Any, argument: Any, key: list[Any], found: Any) -> bool:
     """Append what FakeTensorMode's key holds of an argument, read directly; False for an argument its cache never
     takes (a real tensor, a symbolic size, a function, a fake tensor of another mode or with a constant)."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    if isinstance(argument, FakeTensor):
-        if argument.fake_mode is not mode or argument.constant is not None or argument.layout != torch.strided:
+    if isinstance(argument, found.FakeTensor):
+        if argument.fake_mode is not mode or argument.constant is not None or argument.layout != found.torch.strided:
             return False
         key.append((argument.dtype, argument.shape, argument.stride(), argument.storage_offset(),
                     argument.untyped_storage().nbytes(), argument.requires_grad, argument.is_conj(),
                     argument.is_neg(), argument.is_inference(), argument.device))
         return True
-    if isinstance(argument, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)):
+    if isinstance(argument, found.refused):
         return False
     if isinstance(argument, (list, tuple)):  # torch.Size too: the type is part of the key
         key.append((type(argument), len(argument)))
-        return all(_add(mode, item, key) for item in argument)
+        return all(_add(mode, item, key, found) for item in argument)
     if isinstance(argument, dict):
         key.append((dict, len(argument)))
-        return all(_add(mode, name, key) and _add(mode, value, key) for name, value in argument.items())
+        return all(_add(mode, name, key, found) and _add(mode, value, key, found) for name, value in argument.items())
     if type(argument).__hash__ is None:
         return False
     key.append((type(argument), argument))  # 1 and 1.0 are equal but make tensors of other dtypes
@@ -57,12 +67,11 @@ def _add(mode: Any, argument: Any, key: list[Any]) -> bool:
 def call_key(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | None:
     """What FakeTensorMode's cache key holds of a call (the operator, the default dtype and device, inference
     mode, tracing, each argument), read directly; None where its cache would not take the call."""
-    import torch
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
+    found = _torch()
+    torch = found.torch
     key = [func, torch.get_default_dtype(), torch._C._get_default_device(), torch.is_inference_mode_enabled(),
-           get_proxy_mode() is not None]
-    return tuple(key) if _add(mode, args, key) and _add(mode, kwargs, key) else None
+           found.get_proxy_mode() is not None]
+    return tuple(key) if _add(mode, args, key, found) and _add(mode, kwargs, key, found) else None
 
 
 def tracking_fake_mode(tracker: Any) -> Any:
@@ -102,7 +111,7 @@ def tracking_fake_mode(tracker: Any) -> Any:
 
 def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry."""
-    from torch._subclasses import fake_tensor
+    fake_tensor = _torch().fake_tensor
 
     if (func in fake_tensor._DISPATCH_META_HANDLERS or func in fake_tensor._DISPATCH_HANDLE_DIRECTLY
             or not mode.cache_enabled or mode.cache_crosscheck_enabled or mode.shape_env is not None):
@@ -124,7 +133,7 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
 def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, types: Any, args: Any,
            kwargs: Any) -> Any:
     """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one."""
-    from torch._subclasses import fake_tensor
+    fake_tensor = _torch().fake_tensor
 
     try:
         cache_key = mode._cache_key(state, func, args, kwargs)  # before the call, which may change its arguments
