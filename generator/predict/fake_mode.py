@@ -77,13 +77,16 @@ def call_key(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | 
 def tracking_fake_mode(tracker: Any) -> Any:
     """A FakeTensorMode that tracks into ``tracker`` (a StorageTracker) inside its ``tracking_on()``, and answers
     repeated operators by the learnt key."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.fake_tensor import _DISPATCH_META_HANDLERS, FakeTensorMode
 
     class _SimulationFakeMode(FakeTensorMode):
         tracking = False
         depth = 0  # operators being run: 1 for the caller's, more inside FakeTensorMode's own
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            handler = _DISPATCH_META_HANDLERS.get(func)
+            if handler is not None:  # a tensor's device, sizes or strides asked: what FakeTensorMode answers first,
+                return handler(args)  # without the rest of its dispatch; no tensor is returned
             if not self.tracking:
                 return super().__torch_dispatch__(func, types, args, kwargs or {})
             self.depth += 1
