@@ -205,14 +205,14 @@ class CachingAllocator:
         return tail
 
     def _take(self, block: Block, size: int) -> None:
+        segment = self.segments[block.segment]
         block.free = False
         remaining = block.size - size
-        pool = self.segments[block.segment].pool
-        if worth_splitting(pool, remaining):
+        if worth_splitting(segment.pool, remaining):
             block.size = size
             rest = Block(block.segment, block.offset + size, remaining)
-            self.segments[block.segment].add(rest, block)
-            insort(self.free_blocks[pool], (remaining, rest.segment, rest.offset))
+            segment.add(rest, block)
+            insort(self.free_blocks[segment.pool], (remaining, rest.segment, rest.offset))
 
     def _merge(self, segment: Segment, first: Block, second: Block) -> None:
         """Merge a free block with the free one after it (``second``)."""

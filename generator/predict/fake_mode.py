@@ -113,11 +113,12 @@ def tracking_fake_mode(tracker: Any) -> Any:
 
 
 def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-    """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry."""
+    """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry (the
+    attribute queries of _DISPATCH_META_HANDLERS never get here: __torch_dispatch__ answers them first)."""
     fake_tensor = _torch().fake_tensor
 
-    if (func in fake_tensor._DISPATCH_META_HANDLERS or func in fake_tensor._DISPATCH_HANDLE_DIRECTLY
-            or not mode.cache_enabled or mode.cache_crosscheck_enabled or mode.shape_env is not None):
+    if (func in fake_tensor._DISPATCH_HANDLE_DIRECTLY or not mode.cache_enabled or mode.cache_crosscheck_enabled
+            or mode.shape_env is not None):
         return base.dispatch(mode, func, types, args, kwargs)
     key = call_key(mode, func, args, kwargs)
     learnt = None if key is None else LEARNT.get(key)
