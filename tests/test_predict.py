@@ -1,6 +1,7 @@
 """predict: fake-tensor simulation of the rows, checked against P × bytes and against a real measurement."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,36 @@ def test_the_prompt_pass_asks_for_what_generate_asks_for_in_each_release() -> No
 
     assert [last_logits_argument(model()) for model in (Before, Between, Now, Adapted)] == [
         {}, {"num_logits_to_keep": 1}, {"logits_to_keep": 1}, {"logits_to_keep": 1}]
+
+
+def _without_seconds(predictions: list) -> list:
+    return [(item.row, item.peak_bytes, item.error, item.prediction and replace(item.prediction, seconds=0.0))
+            for item in predictions]
+
+
+def test_rows_side_by_side_give_the_figures_of_rows_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """predict's workers (rows.predict_rows): each program's part of each row, grouped by the row but its batch,
+    in processes side by side; the same figures as every row in order, and a row whose part fails keeps the
+    reason of its first failing part, the CPU's before the GPU's, while the other rows still answer."""
+    import generator.predict.simulate as simulate_module
+    from generator.budget import ProcessModel
+    from generator.predict.rows import predict_rows
+
+    real = simulate_module.simulate_part
+
+    def failing(row, source, program):  # forked workers inherit the patch
+        if row.id == "train-b4-s32-bf16" or (row.id == "infer-b2-s32" and program == "cuda"):
+            raise RuntimeError(f"no {program} part for {row.id}")
+        return real(row, source, program)
+
+    monkeypatch.setattr(simulate_module, "simulate_part", failing)
+    rows = tuple(parse_row(row) for row in ("train-b1-s32", "infer-b2-s32", "train-b4-s32-bf16", "train-b2-s32",
+                                            "baseline", "train-b4-s32"))
+    source, model = resolve_model(str(TINY_MODEL)), ProcessModel(0.0, 0.0, 0, "")
+    in_order, side_by_side = (predict_rows(rows, source, model, workers) for workers in (1, 2))
+    assert _without_seconds(side_by_side) == _without_seconds(in_order)
+    errors = {item.row.id: item.error for item in side_by_side}
+    assert errors == {"train-b1-s32": "", "infer-b2-s32": "RuntimeError: no cuda part for infer-b2-s32",
+                      "train-b4-s32-bf16": "RuntimeError: no cpu part for train-b4-s32-bf16", "train-b2-s32": "",
+                      "train-b4-s32": ""}
+    assert all(item.prediction for item in side_by_side if not item.error)

@@ -217,8 +217,8 @@ def test_the_probe_runs_once_and_says_why_it_did_not(monkeypatch: pytest.MonkeyP
 def test_predictions_are_recorded_for_finished_rows_without_one_of_this_simulator(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     asked: list = []
-    monkeypatch.setattr(refresh.rows, "predict_rows", lambda missing, source, model: asked.append(
-        (missing, source, model)) or ["p"] * len(missing))
+    monkeypatch.setattr(refresh.rows, "predict_rows", lambda missing, source, model, workers: asked.append(
+        (missing, source, model, workers)) or ["p"] * len(missing))
     monkeypatch.setattr(refresh.rows, "record", lambda predictions, source, measurements: predictions[:1]
                         if (source, measurements) == (SOURCE, tmp_path) else pytest.fail("record's arguments"))
     older = _row("train-b1-s256", 100, prediction=90)  # predicted by the method "fake"
@@ -231,8 +231,8 @@ def test_predictions_are_recorded_for_finished_rows_without_one_of_this_simulato
     assert asked == []
     assert refresh.record_predictions((current, none, older, failed), SOURCE, tmp_path) == (  # type: ignore[arg-type]
         "predictions: recorded 1 of 2")
-    (missing, source, model), = asked
-    assert missing == (none.row, older.row) and source is SOURCE
+    (missing, source, model, workers), = asked
+    assert missing == (none.row, older.row) and source is SOURCE and workers == refresh.default_workers()
     assert (model.proportional, model.fixed, model.rows, model.source) == (0.0, 0.0, 0, "")
 
 

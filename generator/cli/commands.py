@@ -213,6 +213,7 @@ def _process_model(measurements, allocator: str):  # -> ProcessModel; the overhe
 
 def run_predict(args: argparse.Namespace) -> int:
     """`predict`: simulate, print, and optionally record into the measured rows."""
+    from generator.predict.parallel import default_workers
     from generator.predict.rows import predict_rows, record, render_json, render_text
 
     rows = tuple(under_allocators(list(parse_rows(args.rows, args.seq, None)), [args.allocator]))
@@ -221,7 +222,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise UsageError(f"predict takes one allocator at a time; the rows name {', '.join(allocators)}")
     source = _model(args, rows)
     model = _process_model(args.measurements, allocators[0])
-    predictions = predict_rows(rows, source, model)
+    predictions = predict_rows(rows, source, model, args.jobs or default_workers())
     sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
     if args.record:
         written = record(predictions, source, args.measurements)

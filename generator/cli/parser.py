@@ -193,6 +193,9 @@ def _predict(commands: argparse._SubParsersAction, shared: dict) -> None:
     _allocator(predict, "the allocator whose measured overhead the expected net peak adds")
     predict.add_argument("--record", action="store_true",
                          help="write each prediction into this environment's measured file of its row")
+    predict.add_argument("--jobs", type=positive_int, metavar="N",
+                         help="simulations run side by side, one process each (default: this machine's cores); "
+                         "the figures are the same for any N")
 
 
 def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:

@@ -50,7 +50,8 @@ def record_predictions(results: tuple[RowResult, ...], source: ModelSource, meas
     missing = tuple(r.row for r in results if r.finished and (r.prediction is None or r.prediction.method != METHOD))
     if not missing:
         return "predictions: every finished row has one of this simulator"
-    written = rows.record(rows.predict_rows(missing, source, ProcessModel(0.0, 0.0, 0, "")), source, measurements)
+    predicted = rows.predict_rows(missing, source, ProcessModel(0.0, 0.0, 0, ""), default_workers())
+    written = rows.record(predicted, source, measurements)
     return f"predictions: recorded {len(written)} of {len(missing)}"
 
 

@@ -7,6 +7,7 @@ table, so that the page can set predicted beside measured."""
 import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.budget import ProcessModel
@@ -14,7 +15,8 @@ from generator.escaping import plain_terminal_text
 from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
-from generator.predict.simulate import try_simulate
+from generator.predict import parallel
+from generator.predict.simulate import joined_or_reason, try_simulate_part
 from generator.store import catalog, codec, layout
 from generator.store.records import Prediction, ResultsError
 from generator.units import format_mib
@@ -30,16 +32,30 @@ class RowPrediction:
     error: str = ""
 
 
-def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel) -> list[RowPrediction]:
-    """Simulate each row (the baseline has nothing to simulate); a row that fails is kept with its reason."""
+def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessModel,
+                 workers: int = 1) -> list[RowPrediction]:
+    """Simulate each row (the baseline has nothing to simulate); a row that fails is kept with its reason. With
+    several workers, each program's rows run side by side with the other's (simulate.py's two parts), in groups
+    of the rows that differ only in their batch, so that each group's rows follow one another in one process
+    and later batches take the fast path from earlier ones (batches.py, small_depths.py), as they do in order."""
+    simulated = [row for row in rows if row.mode != Mode.BASELINE]
+    groups = list({replace(row, batch_size=0): None for row in simulated})
+    tasks = [(tuple(row for row in simulated if replace(row, batch_size=0) == group), source, program)
+             for program in ("cpu", "cuda") for group in groups]
+    parts: dict[tuple[RowSpec, str], Any] = {}
+    for (group_rows, _, program), found in zip(tasks, parallel.starmap(_simulate_group, tasks, workers), strict=True):
+        parts.update({(row, program): part for row, part in zip(group_rows, found, strict=True)})
     predictions = []
-    for row in rows:
-        if row.mode == Mode.BASELINE:
-            continue
-        prediction, error = try_simulate(row, source)
+    for row in simulated:
+        prediction, error = joined_or_reason(parts[(row, "cpu")], parts[(row, "cuda")])
         peak = model.expected(prediction.tensor_peak_bytes) if prediction else 0
         predictions.append(RowPrediction(row, prediction, peak, error))
     return predictions
+
+
+def _simulate_group(rows: tuple[RowSpec, ...], source: ModelSource, program: str) -> list[Any]:
+    """One program's part of each row, in order (a worker's task)."""
+    return [try_simulate_part(row, source, program) for row in rows]
 
 
 def record(predictions: list[RowPrediction], source: ModelSource, measurements: Path,

@@ -137,13 +137,28 @@ def simulate_kept(row: RowSpec, source: ModelSource) -> Prediction:
     return joined(simulate_kept_part(row, source, "cpu"), simulate_kept_part(row, source, "cuda"))  # type: ignore
 
 
-def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
-    """simulate, with a row that cannot run (no LoRA targets, an operator the fake tensors cannot take) as
-    that row's one-line reason, so the other rows still print. A config that cannot be built at all is the
-    model's fault, not the row's: ModelError goes on to the command line as bad input."""
+def try_simulate_part(row: RowSpec, source: ModelSource, program: str) -> tuple[CpuPart | CudaPart | None, str]:
+    """simulate_kept_part, with a row that cannot run (no LoRA targets, an operator the fake tensors cannot
+    take) as that row's one-line reason, so the other rows still print. A config that cannot be built at all is
+    the model's fault, not the row's: ModelError goes on to the command line as bad input."""
     try:
-        return simulate_kept(row, source), ""
+        return simulate_kept_part(row, source, program), ""
     except ModelError:
         raise
     except Exception as error:  # torch, transformers and peft fail with exceptions of many types
         return None, one_line_error(error)
+
+
+def joined_or_reason(cpu: tuple[CpuPart | CudaPart | None, str],
+                     cuda: tuple[CpuPart | CudaPart | None, str]) -> tuple[Prediction | None, str]:
+    """A row's prediction from its two parts as try_simulate_part gave them, or the first part's reason."""
+    if cpu[0] is None or cuda[0] is None:
+        return None, cpu[1] or cuda[1]
+    return joined(cpu[0], cuda[0]), ""  # type: ignore[arg-type]
+
+
+def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
+    """simulate_kept, or the row's one-line reason (try_simulate_part): the CPU's program first, and the GPU's
+    only where the CPU's ran."""
+    cpu = try_simulate_part(row, source, "cpu")
+    return joined_or_reason(cpu, try_simulate_part(row, source, "cuda") if cpu[0] is not None else cpu)
