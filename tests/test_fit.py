@@ -7,7 +7,7 @@ import pytest
 from conftest import TINY_MODEL, run_cli
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
-from generator.answers.setups import KINDS
+from generator.answers.setups import KINDS, START_ORDER
 from generator.budget import ProcessModel
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
@@ -42,8 +42,14 @@ def test_side_by_side_answers_equal_the_answers_in_order(target: str, budget: in
     source, kinds = resolve_model(str(TINY_MODEL)), ("full training", "LoRA")
     serial = fit(Predictor(source, OVERHEAD, target=target), 64, budget, 0.1, kinds)
     side_by_side = fit(Predictor(source, OVERHEAD, target=target), 64, budget, 0.1, kinds, workers=2)
-    assert side_by_side == serial
+    assert side_by_side == serial  # LoRA is started first (START_ORDER), and still answered second
     assert all(answer.batch >= 1 and answer.simulations >= 2 for answer in serial), serial
+
+
+def test_every_set_up_has_its_place_in_the_start_order() -> None:
+    """fit starts set-ups side by side longest first: every set-up is in START_ORDER, once."""
+    assert sorted(START_ORDER) == sorted(KINDS) and len(set(START_ORDER)) == len(START_ORDER)
+    assert START_ORDER.index("LoRA") < START_ORDER.index("full training")  # the side-by-side test's premise
 
 
 def test_nothing_fits_a_budget_below_the_weights() -> None:

@@ -44,6 +44,12 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
           "bf16 weights, gradients and AdamW state (8 bytes a parameter), no fp32 master copy"),
     Setup("LoRA", "train-b{b}-s{s}-lora8", "rank-8 adapters on an fp32 base, AdamW on the adapters"),
 )
+# The order fit starts the set-ups in when they run side by side: the longest simulations first (timed in SmolLM2's
+# fit: generation's decode path runs each small depth twice, QLoRA imports bitsandbytes and quantizes its base), and
+# inference, the shortest, last, so that the workers finish together. Only the wall time depends on it: each
+# set-up is searched on its own, and the answers are given in SETUPS' order.
+START_ORDER = ("generation", "QLoRA", "mixed-precision training", "gradient checkpointing", "LoRA on a bf16 base",
+               "LoRA", "full training", "16-bit training", "mixed precision, 8-bit AdamW", "inference")
 BY_NAME = {setup.name: setup for setup in SETUPS}
 KINDS = {setup.name: setup.row for setup in SETUPS}  # name -> row template, in the order answers are given
 RECIPES = {setup.name: setup.recipe for setup in SETUPS}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.fit import FitAnswer, answer_within, expected_peak
-from generator.answers.setups import KINDS, row_template
+from generator.answers.setups import KINDS, START_ORDER, row_template
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
@@ -102,9 +102,11 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT
     """Every kind's answer for one budget; with several workers, the kinds are searched side by side, each
     with a predictor of its own (no two kinds share a row, so each simulates the rows it would have)."""
     usable = round(budget * (1 - margin))
-    if workers > 1:
-        tasks = [(predictor.fresh(), kind, seq_len, usable) for kind in kinds]
-        return parallel.starmap(answer_or_reason, tasks, workers)
+    if workers > 1:  # started longest first (setups.START_ORDER), answered in the order asked
+        started = sorted(kinds, key=START_ORDER.index)
+        tasks = [(predictor.fresh(), kind, seq_len, usable) for kind in started]
+        found = dict(zip(started, parallel.starmap(answer_or_reason, tasks, workers), strict=True))
+        return [found[kind] for kind in kinds]
     return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
 
 
