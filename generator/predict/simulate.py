@@ -161,4 +161,4 @@ def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, 
     """simulate_kept, or the row's one-line reason (try_simulate_part): the CPU's program first, and the GPU's
     only where the CPU's ran."""
     cpu = try_simulate_part(row, source, "cpu")
-    return joined_or_reason(cpu, try_simulate_part(row, source, "cuda") if cpu[0] is not None else cpu)
+    return (None, cpu[1]) if cpu[0] is None else joined_or_reason(cpu, try_simulate_part(row, source, "cuda"))
