@@ -77,11 +77,21 @@ def call_key(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | 
 def tracking_fake_mode(tracker: Any) -> Any:
     """A FakeTensorMode that tracks into ``tracker`` (a StorageTracker) inside its ``tracking_on()``, and answers
     repeated operators by the learnt key."""
+    return _mode_class()(tracker)
+
+
+@functools.cache
+def _mode_class() -> Any:
+    """The simulation's FakeTensorMode class, made once (each run's mode holds its own tracker)."""
     from torch._subclasses.fake_tensor import _DISPATCH_META_HANDLERS, FakeTensorMode
 
     class _SimulationFakeMode(FakeTensorMode):
         tracking = False
         depth = 0  # operators being run: 1 for the caller's, more inside FakeTensorMode's own
+
+        def __init__(self, tracker: Any) -> None:
+            super().__init__()
+            self.tracker = tracker
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             handler = _DISPATCH_META_HANDLERS.get(func)
@@ -95,7 +105,7 @@ def tracking_fake_mode(tracker: Any) -> Any:
             finally:
                 self.depth -= 1
             if self.depth == 0:
-                tracker.returned(out)
+                self.tracker.returned(out)
             return out
 
         def dispatch(self, func, types, args=(), kwargs=None):
@@ -109,7 +119,7 @@ def tracking_fake_mode(tracker: Any) -> Any:
             finally:
                 self.tracking = False
 
-    return _SimulationFakeMode()
+    return _SimulationFakeMode
 
 
 def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
