@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from generator.matrix import DEFAULT_ROWS as MATRIX_ROWS
 from generator.measure.environment import collect_environment
 from generator.store import runlog
 
@@ -61,9 +62,7 @@ def run_case(model: str, row: str) -> dict:
 
 def _simulated_rows(row: str) -> int:
     """How many rows a case simulates: one, or the default matrix's but its baseline (a second each)."""
-    from generator.matrix import DEFAULT_ROWS as MATRIX
-
-    return len([name for name in MATRIX if name != "baseline"]) if row == DEFAULT_ROWS else 1
+    return len([name for name in MATRIX_ROWS if name != "baseline"]) if row == DEFAULT_ROWS else 1
 
 
 def run_fit_case(model: str, budget: str, target: str, goal: float, again: bool = True) -> dict:
