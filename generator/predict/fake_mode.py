@@ -13,7 +13,11 @@ added.
    first time FakeTensorMode caches a call under it; a later call with that key is answered from the entry by
    FakeTensorMode's own code, as a hit in its cache is. Calls FakeTensorMode does not cache are never learnt.
    With ``CHECK_KEYS`` on, every such answer first checks that the call's FakeTensorMode key is the learnt one
-   (tests/test_fake_mode.py runs every architecture's set-ups so)."""
+   (tests/test_fake_mode.py runs every architecture's set-ups so).
+3. **It asks ``aten._unsafe_view`` as ``aten.view``.** FakeTensorMode runs both with one fake kernel
+   (``fake_impls._view_meta``: a tensor on the argument's storage, reshaped), but its cache refuses the first
+   ("unsafe view"), so each such call (a matmul's reshaped output, hundreds a step) took its slow path. Asked as a
+   view, the same tensor is made, from its cache. Autograd, which is above this mode, still saw ``_unsafe_view``."""
 
 import contextlib
 import functools
@@ -37,7 +41,8 @@ def _torch() -> Any:
 
     refused = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)  # FakeTensor is checked first
     return SimpleNamespace(torch=torch, fake_tensor=fake_tensor, FakeTensor=fake_tensor.FakeTensor,
-                           get_proxy_mode=get_proxy_mode, refused=refused)
+                           get_proxy_mode=get_proxy_mode, refused=refused,
+                           unsafe_view=torch.ops.aten._unsafe_view.default, view=torch.ops.aten.view.default)
 
 
 def _add(mode: Any, argument: Any, key: list[Any], found: Any) -> bool:
@@ -126,7 +131,8 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
     """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry (the
     attribute queries of _DISPATCH_META_HANDLERS never get here: __torch_dispatch__ answers them first)."""
     fake_tensor = _torch().fake_tensor
-
+    if func is _torch().unsafe_view:  # the same fake kernel as view, which FakeTensorMode caches
+        func = _torch().view
     if (func in fake_tensor._DISPATCH_HANDLE_DIRECTLY or not mode.cache_enabled or mode.cache_crosscheck_enabled
             or mode.shape_env is not None):
         return base.dispatch(mode, func, types, args, kwargs)
