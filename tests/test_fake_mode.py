@@ -103,3 +103,34 @@ def test_the_check_catches_a_key_that_misses_a_difference(monkeypatch: pytest.Mo
         halves = torch.ones(4, dtype=torch.bfloat16)
         with pytest.raises(AssertionError, match="another FakeTensorMode key"):
             halves * halves
+
+
+QLORA_ROW = KINDS["QLoRA"].format(b=2, s=16)
+
+
+def _learnt_custom() -> dict[tuple[Any, ...], Any]:
+    return {key: learnt for key, learnt in fake_mode.LEARNT.items()
+            if learnt is not fake_mode.SKIP and learnt[0] == fake_mode.FRESH}
+
+
+def test_bitsandbytes_operators_are_learnt_and_give_the_plain_journal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A QLoRA step's 4-bit matmuls and (de)quantizations, which FakeTensorMode never caches, are answered from
+    what was learnt of their outputs (run twice: the second run is answered so), with the plain journal."""
+    monkeypatch.setattr(fake_mode, "LEARNT", {})
+    for _ in range(2):
+        _same(TESTS / "architectures" / "llama.json", QLORA_ROW, CUDA, monkeypatch)
+    assert {key[0].namespace for key in _learnt_custom()} == {"bitsandbytes"}
+
+
+def test_the_check_catches_a_custom_operator_learnt_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs learnt with another dtype than the call makes are refused by the check."""
+    import torch
+
+    monkeypatch.setattr(fake_mode, "LEARNT", {})
+    row, source = parse_row(QLORA_ROW), resolve_model(str(TESTS / "architectures" / "llama.json"))
+    fake_run._run(row, source, CUDA)
+    for key, (_, (is_tuple, specs)) in _learnt_custom().items():
+        fake_mode.LEARNT[key] = (fake_mode.FRESH, (is_tuple, tuple((*spec[:2], torch.float64, spec[3])
+                                                                    for spec in specs)))
+    with pytest.raises(AssertionError, match="made other tensors"):
+        fake_run._run(row, source, CUDA)

@@ -17,7 +17,14 @@ added.
 3. **It asks ``aten._unsafe_view`` as ``aten.view``.** FakeTensorMode runs both with one fake kernel
    (``fake_impls._view_meta``: a tensor on the argument's storage, reshaped), but its cache refuses the first
    ("unsafe view"), so each such call (a matmul's reshaped output, hundreds a step) took its slow path. Asked as a
-   view, the same tensor is made, from its cache. Autograd, which is above this mode, still saw ``_unsafe_view``."""
+   view, the same tensor is made, from its cache. Autograd, which is above this mode, still saw ``_unsafe_view``.
+4. **It learns bitsandbytes' operators itself** (``FRESH_NAMESPACES``). FakeTensorMode never caches an operator
+   that is not PyTorch's own ("non-builtin"), so each of a QLoRA step's 4-bit matmuls and (de)quantizations took
+   its slow path, a quarter of the run. Where such a call returned new tensors only (none on an argument's
+   storage, each alone on a storage that ``empty_strided`` of its sizes and strides makes alike), their sizes,
+   strides, dtypes and devices are learnt under the call's key, and a later call with that key gets new tensors of
+   those, made by ``empty_strided`` (from FakeTensorMode's cache). With ``CHECK_KEYS`` on, each such call is run as
+   well and its outputs must have what was learnt."""
 
 import contextlib
 import functools
@@ -30,6 +37,7 @@ from typing import Any
 LEARNT: dict[tuple[Any, ...], Any] = {}
 SKIP = "not cached by FakeTensorMode"
 CHECK_KEYS = False
+FRESH_NAMESPACES = frozenset({"bitsandbytes"})  # custom operators whose new outputs are learnt here (point 4)
 
 
 @functools.cache
@@ -38,11 +46,13 @@ def _torch() -> Any:
     import torch
     from torch._subclasses import fake_tensor
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
+    from torch.utils import _pytree as pytree
 
     refused = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)  # FakeTensor is checked first
     return SimpleNamespace(torch=torch, fake_tensor=fake_tensor, FakeTensor=fake_tensor.FakeTensor,
                            get_proxy_mode=get_proxy_mode, refused=refused,
-                           unsafe_view=torch.ops.aten._unsafe_view.default, view=torch.ops.aten.view.default)
+                           unsafe_view=torch.ops.aten._unsafe_view.default, view=torch.ops.aten.view.default,
+                           empty_strided=torch.ops.aten.empty_strided.default, leaves=pytree.tree_leaves)
 
 
 def _add(mode: Any, argument: Any, key: list[Any], found: Any) -> bool:
@@ -143,6 +153,8 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
     state = fake_tensor._CacheKeyState(mode.shape_env)
     if learnt is None:
         return _learn(mode, base, state, key, func, types, args, kwargs)
+    if learnt[0] == FRESH:
+        return _fresh_outputs(mode, base, learnt[1], func, types, args, kwargs)
     cache_key, entry = learnt
     if CHECK_KEYS and mode._cache_key(state, func, args, kwargs) != cache_key:
         raise AssertionError(f"{func}: a call with a learnt key has another FakeTensorMode key")
@@ -152,16 +164,60 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
 
 def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, types: Any, args: Any,
            kwargs: Any) -> Any:
-    """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one."""
+    """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one, else a custom
+    operator's new outputs where it made only such (point 4)."""
     fake_tensor = _torch().fake_tensor
 
     try:
         cache_key = mode._cache_key(state, func, args, kwargs)  # before the call, which may change its arguments
     except fake_tensor._BypassDispatchCache:
-        LEARNT[key] = SKIP
-        return base.dispatch(mode, func, types, args, kwargs)
+        cache_key = None
     out = base.dispatch(mode, func, types, args, kwargs)
-    entry = base.cache.get(cache_key)
-    cached = isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols
-    LEARNT[key] = (cache_key, entry) if cached else SKIP
+    entry = None if cache_key is None else base.cache.get(cache_key)
+    if isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols:
+        LEARNT[key] = (cache_key, entry)
+        return out
+    specs = _specs(mode, base, out, args, kwargs) if func.namespace in FRESH_NAMESPACES else None
+    LEARNT[key] = SKIP if specs is None else (FRESH, specs)
     return out
+
+
+FRESH = "new tensors"  # LEARNT's mark of a custom operator's learnt outputs (point 4)
+Spec = tuple[Any, Any, Any, Any]  # a new output's sizes, strides, dtype and device
+
+
+def _specs(mode: Any, base: Any, out: Any, args: Any, kwargs: Any) -> tuple[bool, tuple[Spec, ...]] | None:
+    """Whether a custom operator returned a tuple, and each output's spec, where every output is a new tensor that
+    empty_strided of its spec makes alike (its storage's bytes, at offset 0), on no argument's storage; None
+    where any is not."""
+    found = _torch()
+    outputs = out if isinstance(out, tuple) else (out,)
+    taken = {id(leaf.untyped_storage()) for leaf in found.leaves((args, kwargs)) if isinstance(leaf, found.FakeTensor)}
+    specs = []
+    for tensor in outputs:
+        if (not isinstance(tensor, found.FakeTensor) or tensor.fake_mode is not mode or tensor.constant is not None
+                or tensor.requires_grad or tensor.is_conj() or tensor.is_neg() or tensor.layout != found.torch.strided
+                or tensor.storage_offset() != 0 or id(tensor.untyped_storage()) in taken):
+            return None
+        spec = (tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
+        if _made(mode, base, spec).untyped_storage().nbytes() != tensor.untyped_storage().nbytes():
+            return None
+        specs.append(spec)
+    return isinstance(out, tuple), tuple(specs)
+
+
+def _made(mode: Any, base: Any, spec: Spec) -> Any:
+    """A new fake tensor of a spec, by empty_strided (answered from FakeTensorMode's cache once learnt)."""
+    shape, stride, dtype, device = spec
+    return _dispatch(mode, base, _torch().empty_strided, (), (shape, stride), {"dtype": dtype, "device": device})
+
+
+def _fresh_outputs(mode: Any, base: Any, learnt: tuple[bool, tuple[Spec, ...]], func: Any, types: Any, args: Any,
+                   kwargs: Any) -> Any:
+    """A learnt custom operator's new outputs, made from their specs; with CHECK_KEYS, the call is run too and its
+    outputs must have those specs."""
+    is_tuple, specs = learnt
+    if CHECK_KEYS and _specs(mode, base, base.dispatch(mode, func, types, args, kwargs), args, kwargs) != learnt:
+        raise AssertionError(f"{func}: a call with a learnt key made other tensors")
+    outputs = tuple(_made(mode, base, spec) for spec in specs)
+    return outputs if is_tuple else outputs[0]
