@@ -24,7 +24,8 @@ and set-up tests/test_depth.py runs.
 What steps 1 to 3 find is the stack's shape (``shape``). A batch only changes the sizes of a trace, so another
 batch of the same row needs only depths a and a+1 (``extend_like``): where their entries name storages as the
 shape's did and depth a+1 inserts its runs at the same places, the full depth is written with the shape's rules;
-where they differ, there is no answer from the shape and the caller takes the four depths."""
+where they differ, there is no answer from the shape and the caller reads the shape at this batch: from three
+depths (a to a+2) where the stack was seen to repeat three times at the other batch (``shape``), else four."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -191,22 +192,27 @@ class Shape:
 
 def shape(journals: Sequence[Journal]) -> Shape | None:
     """The shape of the journals at depths a to a+3, by the first aligner that reads one; None where they do
-    not repeat."""
+    not repeat. Given depths a to a+2 only (a row whose stack was seen to repeat three times at another batch:
+    small_depths.py), the rules are read off depth a+2 and checked against depth a+1: two copies tell every way
+    in WAYS apart where a copy names a storage in the runs, and a rule that names only storages outside them is
+    no rule (``_rule``), so such a stack takes the fourth depth."""
     tokens = [_tokens(journal) for journal in journals]
     return next((found for aligner in ALIGNERS if (found := _shape(tokens, aligner)) is not None), None)
 
 
 def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> Shape | None:
-    (base, base_names), (longer, longer_names), (two, two_names), (three, three_names) = tokens
+    (base, base_names), (longer, longer_names), (two, _) = tokens[:3]
+    copies = len(tokens) - 1  # of each run in the deepest journal: 3, or 2
+    deepest, deepest_names = tokens[-1]
     found = find_runs(base, longer, aligner)
     runs = split_runs(base, longer, two, found)
-    if not runs or not _repeated(base, longer, runs, three, 3):
+    if not runs or (copies == 3 and not _repeated(base, longer, runs, deepest, 3)):
         return None
-    rules = _rules(_labels(len(base), runs, 3), three_names, 3)
+    rules = _rules(_labels(len(base), runs, copies), deepest_names, copies)
     if rules is None:
         return None
-    check = _journal(_labels(len(base), runs, 2), base, longer, runs, rules, 2)
-    if check is None or _tokens(check)[1] != two_names:
+    check = _journal(_labels(len(base), runs, copies - 1), base, longer, runs, rules, copies - 1)
+    if check is None or _tokens(check)[1] != tokens[copies - 1][1]:
         return None
     return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, tuple(found or ()))
 

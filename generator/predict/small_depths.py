@@ -14,7 +14,8 @@ from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.tracker import StorageTracker
 from generator.steps import Prepared
 
-DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS
+DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS; three where
+# the row's stack was seen to repeat at another batch (_seen_repeat)
 FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
 Simulated = tuple[StorageTracker, ModelFacts, bool]  # a finished run's tracker, the model's counts, and whether
@@ -78,9 +79,10 @@ def shape_key(row: RowSpec, source: ModelSource, program: Program) -> tuple[Any,
 def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
                       worth: int = 0) -> Simulated | None:
     """The same as simulate_full, from another batch's shape of the row (simulate_like), else from the row's
-    steps at four small depths (generator/predict/depth.py), from each start _starts gives in turn: where a stack
-    that begins with other layers turns uniform, one layer, two layers (a stack of none is no start: its rotary
-    tables, kept by no layer, are freed early), then a period of several for a stack that repeats in one. None
+    steps at four small depths (three where _seen_repeat: generator/predict/depth.py), from each start _starts
+    gives in turn: where a stack that begins with other layers turns uniform, one layer, two layers (a stack of
+    none is no start: its rotary tables, kept by no layer, are freed early), then a period of several for a
+    stack that repeats in one. None
     where the stack has fewer than ``worth`` layers, is too shallow for the small depths, has a layer past them
     that they never met (stack.py), or its trace does not repeat."""
     layers = load_config(source).num_hidden_layers
@@ -112,7 +114,7 @@ def _starts(source: ModelSource, layers: int) -> list[tuple[int, int]]:
 
 class SmallDepths:
     """One row's runs at small depths, each run once however many paths ask for it: a batch that the shape
-    of another does not serve goes on to the four depths with the first depth already run."""
+    of another does not serve goes on to read its own with the first depth already run."""
 
     def __init__(self, row: RowSpec, source: ModelSource, program: Program) -> None:
         self.row, self.source, self.program = row, source, program
@@ -149,12 +151,17 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
               small: SmallDepths) -> Simulated | None:
     (first, period), runs = start, []
     copies = (layers - first) // period  # a whole number: stack.periods
+    shape = None
     for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
         runs.append(small(first + extra * period))
         if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
             return None
+        if extra == 2 and _seen_repeat(row, source, program, start):  # three depths may do (depth.shape)
+            shape = depth.shape([tracker.journal for tracker, _, _ in runs])
+            if shape is not None:
+                break
     journals = [tracker.journal for tracker, _, _ in runs]
-    shape = depth.shape(journals)
+    shape = shape or depth.shape(journals)
     journal = None if shape is None else depth.extend_like(shape, journals[:2], copies)
     if shape is None or journal is None:
         return None
@@ -168,3 +175,11 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
     SHAPES[shape_key(row, source, program)] = KnownShape(first, period, shape, (facts[0], facts[1]), full,
                                                          runs[-1][2])
     return StorageTracker.replay(journal), full, runs[-1][2]
+
+
+def _seen_repeat(row: RowSpec, source: ModelSource, program: Program, start: tuple[int, int]) -> bool:
+    """Whether this row's stack, from this start, was read at another batch in this process: its trace was seen
+    to repeat three times there, so at this batch (which takes other paths: batch 1, or past it) three small
+    depths may read the shape (depth.shape) and a fourth is run only where they do not."""
+    known = SHAPES.get(shape_key(row, source, program))
+    return known is not None and (known.first, known.period) == start
