@@ -114,12 +114,14 @@ def _learnt_custom() -> dict[tuple[Any, ...], Any]:
 
 
 def test_bitsandbytes_operators_are_learnt_and_give_the_plain_journal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A QLoRA step's 4-bit matmuls and (de)quantizations, which FakeTensorMode never caches, are answered from
-    what was learnt of their outputs (run twice: the second run is answered so), with the plain journal."""
+    """A QLoRA step's 4-bit matmuls and (de)quantizations and its AdamW's foreach square roots, which
+    FakeTensorMode never caches, are answered from what was learnt of their outputs (run twice: the second run is
+    answered so), with the plain journal."""
     monkeypatch.setattr(fake_mode, "LEARNT", {})
     for _ in range(2):
         _same(TESTS / "architectures" / "llama.json", QLORA_ROW, CUDA, monkeypatch)
-    assert {key[0].namespace for key in _learnt_custom()} == {"bitsandbytes"}
+    assert {key[0].namespace for key in _learnt_custom()} == {"bitsandbytes", "aten"}
+    assert {key[0].name() for key in _learnt_custom() if key[0].namespace == "aten"} == {"aten::_foreach_sqrt"}
 
 
 def test_the_check_catches_a_custom_operator_learnt_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,8 +131,8 @@ def test_the_check_catches_a_custom_operator_learnt_wrong(monkeypatch: pytest.Mo
     monkeypatch.setattr(fake_mode, "LEARNT", {})
     row, source = parse_row(QLORA_ROW), resolve_model(str(TESTS / "architectures" / "llama.json"))
     fake_run._run(row, source, CUDA)
-    for key, (_, (is_tuple, specs)) in _learnt_custom().items():
-        fake_mode.LEARNT[key] = (fake_mode.FRESH, (is_tuple, tuple((*spec[:2], torch.float64, spec[3])
+    for key, (_, (returned, specs)) in _learnt_custom().items():
+        fake_mode.LEARNT[key] = (fake_mode.FRESH, (returned, tuple((*spec[:2], torch.float64, spec[3])
                                                                     for spec in specs)))
     with pytest.raises(AssertionError, match="made other tensors"):
         fake_run._run(row, source, CUDA)

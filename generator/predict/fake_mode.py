@@ -18,13 +18,14 @@ added.
    (``fake_impls._view_meta``: a tensor on the argument's storage, reshaped), but its cache refuses the first
    ("unsafe view"), so each such call (a matmul's reshaped output, hundreds a step) took its slow path. Asked as a
    view, the same tensor is made, from its cache. Autograd, which is above this mode, still saw ``_unsafe_view``.
-4. **It learns bitsandbytes' operators itself** (``FRESH_NAMESPACES``). FakeTensorMode never caches an operator
-   that is not PyTorch's own ("non-builtin"), so each of a QLoRA step's 4-bit matmuls and (de)quantizations took
-   its slow path, a quarter of the run. Where such a call returned new tensors only (none on an argument's
-   storage, each alone on a storage that ``empty_strided`` of its sizes and strides makes alike), their sizes,
-   strides, dtypes and devices are learnt under the call's key, and a later call with that key gets new tensors of
-   those, made by ``empty_strided`` (from FakeTensorMode's cache). With ``CHECK_KEYS`` on, each such call is run as
-   well and its outputs must have what was learnt."""
+4. **It learns bitsandbytes' operators and the foreach ones itself** (``FRESH_NAMESPACES``, ``FRESH_PREFIX``).
+   FakeTensorMode never caches an operator that is not PyTorch's own ("non-builtin"), so each of a QLoRA step's
+   4-bit matmuls and (de)quantizations took its slow path, a quarter of the run; nor one that returns a list
+   (AdamW's foreach square root of every moment, 4 % of a training run). Where such a call returned new tensors
+   only (none on an argument's storage, each alone on a storage that ``empty_strided`` of its sizes and strides
+   makes alike), their sizes, strides, dtypes and devices are learnt under the call's key, and a later call with
+   that key gets new tensors of those, made by ``empty_strided`` (from FakeTensorMode's cache). With
+   ``CHECK_KEYS`` on, each such call is run as well and its outputs must have what was learnt."""
 
 import contextlib
 import functools
@@ -37,7 +38,8 @@ from typing import Any
 LEARNT: dict[tuple[Any, ...], Any] = {}
 SKIP = "not cached by FakeTensorMode"
 CHECK_KEYS = False
-FRESH_NAMESPACES = frozenset({"bitsandbytes"})  # custom operators whose new outputs are learnt here (point 4)
+FRESH_NAMESPACES = frozenset({"bitsandbytes"})  # custom operators whose new outputs are learnt here (point 4),
+FRESH_PREFIX = "aten::_foreach_"  # and PyTorch's foreach operators, which return lists
 
 
 @functools.cache
@@ -177,21 +179,24 @@ def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, ty
     if isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols:
         LEARNT[key] = (cache_key, entry)
         return out
-    specs = _specs(mode, base, out, args, kwargs) if func.namespace in FRESH_NAMESPACES else None
+    fresh = func.namespace in FRESH_NAMESPACES or func.name().startswith(FRESH_PREFIX)
+    specs = _specs(mode, base, out, args, kwargs) if fresh else None
     LEARNT[key] = SKIP if specs is None else (FRESH, specs)
     return out
 
 
-FRESH = "new tensors"  # LEARNT's mark of a custom operator's learnt outputs (point 4)
+FRESH = "new tensors"  # LEARNT's mark of an operator's learnt new outputs (point 4)
 Spec = tuple[Any, Any, Any, Any]  # a new output's sizes, strides, dtype and device
 
 
-def _specs(mode: Any, base: Any, out: Any, args: Any, kwargs: Any) -> tuple[bool, tuple[Spec, ...]] | None:
-    """Whether a custom operator returned a tuple, and each output's spec, where every output is a new tensor that
-    empty_strided of its spec makes alike (its storage's bytes, at offset 0), on no argument's storage; None
-    where any is not."""
+def _specs(mode: Any, base: Any, out: Any, args: Any, kwargs: Any) -> tuple[type, tuple[Spec, ...]] | None:
+    """What an operator returned (a tensor, a tuple or a list), and each output's spec, where every output is a new
+    tensor that empty_strided of its spec makes alike (its storage's bytes, at offset 0), on no argument's storage;
+    None where any is not, or it returned another kind of sequence (torch.return_types)."""
     found = _torch()
-    outputs = out if isinstance(out, tuple) else (out,)
+    if isinstance(out, (tuple, list)) and type(out) not in (tuple, list):
+        return None
+    outputs = out if isinstance(out, (tuple, list)) else (out,)
     taken = {id(leaf.untyped_storage()) for leaf in found.leaves((args, kwargs)) if isinstance(leaf, found.FakeTensor)}
     specs = []
     for tensor in outputs:
@@ -203,7 +208,7 @@ def _specs(mode: Any, base: Any, out: Any, args: Any, kwargs: Any) -> tuple[bool
         if _made(mode, base, spec).untyped_storage().nbytes() != tensor.untyped_storage().nbytes():
             return None
         specs.append(spec)
-    return isinstance(out, tuple), tuple(specs)
+    return type(out), tuple(specs)
 
 
 def _made(mode: Any, base: Any, spec: Spec) -> Any:
@@ -212,12 +217,12 @@ def _made(mode: Any, base: Any, spec: Spec) -> Any:
     return _dispatch(mode, base, _torch().empty_strided, (), (shape, stride), {"dtype": dtype, "device": device})
 
 
-def _fresh_outputs(mode: Any, base: Any, learnt: tuple[bool, tuple[Spec, ...]], func: Any, types: Any, args: Any,
+def _fresh_outputs(mode: Any, base: Any, learnt: tuple[type, tuple[Spec, ...]], func: Any, types: Any, args: Any,
                    kwargs: Any) -> Any:
-    """A learnt custom operator's new outputs, made from their specs; with CHECK_KEYS, the call is run too and its
+    """A learnt operator's new outputs, made from their specs; with CHECK_KEYS, the call is run too and its
     outputs must have those specs."""
-    is_tuple, specs = learnt
+    returned, specs = learnt
     if CHECK_KEYS and _specs(mode, base, base.dispatch(mode, func, types, args, kwargs), args, kwargs) != learnt:
         raise AssertionError(f"{func}: a call with a learnt key made other tensors")
     outputs = tuple(_made(mode, base, spec) for spec in specs)
-    return outputs if is_tuple else outputs[0]
+    return returned(outputs) if returned in (tuple, list) else outputs[0]
