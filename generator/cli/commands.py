@@ -232,14 +232,13 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record curves: the site's, or with --model that model's."""
+    from generator.budget import ProcessModel
     from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
     from generator.predict.fit import Predictor, fit, validated_margin
     from generator.predict.fit_report import render_json, render_text
     from generator.predict.parallel import default_workers
 
-    environment = collect_environment()
-    model = _process_model(args.measurements, args.allocator)
     workers = args.jobs or default_workers()
     if args.record and (args.gpus != 1 or args.sharding or args.budget is not None):
         raise UsageError("--record simulates curves for every budget the site lists; it takes no --budget, "
@@ -247,7 +246,11 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.record:
         from generator.cli.record import record_curves
 
-        return record_curves(args, environment, model, workers)
+        model = _process_model(args.measurements, args.allocator)
+        return record_curves(args, collect_environment(), model, workers)
+    # a GPU's answers add the caching allocator's reserve, not this machine's process overhead: no rows to read
+    model = _process_model(args.measurements, args.allocator) if args.target == "cpu" else ProcessModel(
+        proportional=0.0, fixed=0.0, rows=0, source="no overhead modelled: a GPU budget holds the allocator's reserve")
     args.seq = args.seq or DEFAULT_SEQ_LEN
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
