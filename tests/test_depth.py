@@ -81,10 +81,10 @@ def _figures(found: tuple, row_id: str, program: str) -> tuple:
     return replace(make(tracker, facts, parse_row(row_id), METHOD, 0.0), seconds=0.0), trace, rerouted
 
 
-def _same(row_id: str, source: ModelSource, again: tuple[int, ...] = (5, 1)) -> bool:
-    """Whether the fast path answers the row for both programs, and the shape it read answers the row at one of
-    the ``again`` batches (batch 1, which takes other paths, reads its own from three small depths); wherever
-    either answers a program, its answer is the full simulation's."""
+def _same(row_id: str, source: ModelSource, again: tuple[int, ...] = (5, 1), served: int = 5) -> bool:
+    """Whether the fast path answers the row for both programs, and the shape read at an earlier batch answers the
+    row at the ``served`` one of the ``again`` batches (batch 1, which takes other paths, reads its own from three
+    small depths); wherever either answers a program, its answer is the full simulation's."""
     row, answered = parse_row(row_id), []
     for name, program in PROGRAMS.items():
         try:
@@ -97,14 +97,14 @@ def _same(row_id: str, source: ModelSource, again: tuple[int, ...] = (5, 1)) -> 
         fast = simulate_by_depth(row, source, program)
         if fast is not None:
             assert _figures(fast, row_id, name) == _figures(full, row_id, name), f"{row_id} ({name}) on {source.name}"
-        answered.append(fast is not None and _again(row, source, name, again))
+        answered.append(fast is not None and _again(row, source, name, again, served))
     return all(answered)
 
 
-def _again(row: RowSpec, source: ModelSource, name: str, batches: tuple[int, ...]) -> bool:
+def _again(row: RowSpec, source: ModelSource, name: str, batches: tuple[int, ...], served: int) -> bool:
     """The row at later batches, as fit's search asks them: from the shape an earlier batch read, else from three
     small depths (the stack was seen to repeat at the earlier batch) or four, which read a shape in turn; each
-    answer is the full simulation's. Whether the shape answered a batch."""
+    answer is the full simulation's. Whether the shape answered the ``served`` batch."""
     answered = False
     for batch in batches:
         other = replace(row, batch_size=batch)
@@ -118,7 +118,7 @@ def _again(row: RowSpec, source: ModelSource, name: str, batches: tuple[int, ...
         full = simulate_full(other, source, PROGRAMS[name], fast=False)
         where = f"{other.id} ({name}) on {source.name}"
         assert _figures(found, other.id, name) == _figures(full, other.id, name), where
-        answered = answered or like is not None
+        answered = answered or (batch == served and like is not None)
     return answered
 
 
@@ -150,7 +150,7 @@ def test_the_fast_path_is_the_full_simulation_on_the_shipped_configs(model: str,
     takes other paths)."""
     source = resolve_model(str(MODELS / model))
     for row_id in rows:
-        assert _same(row_id, source, again=(2, 3)), f"{row_id} on {model}: no fast answer"
+        assert _same(row_id, source, again=(2, 3), served=3), f"{row_id} on {model}: no fast answer"
 
 
 def test_a_stack_that_does_not_repeat_gets_no_fast_answer(tmp_path: Path) -> None:
@@ -238,3 +238,18 @@ def test_a_batch_that_takes_other_paths_reads_its_shape_from_three_depths(tmp_pa
     assert _figures(found, second.id, "cuda") == _figures(simulate_full(second, source, CUDA, fast=False), second.id,
                                                           "cuda")
     assert depths == [(2, 1), (2, 2), (2, 3)]
+
+
+def test_three_depths_refuse_a_run_that_names_one_storage_outside_it() -> None:
+    """An entry of each layer's run names one storage of depth a in both copies of depth a+2: two copies cannot
+    tell that from each copy naming the one two copies back, so three depths read no shape; four, whose third copy
+    names it too, read one."""
+    outside = [("made", "x", 50, "activations"), ("made", "b", 100, "activations")]
+
+    def deep(copies: int) -> list[tuple]:
+        return outside + [entry for k in range(copies)
+                          for entry in (("made", f"r{k}", 10, "activations"), ("kind", "x", "gradients"))]
+
+    journals = [deep(copies) for copies in range(4)]
+    assert depth.shape(journals[:3]) is None
+    assert depth.shape(journals) is not None

@@ -113,11 +113,15 @@ def _learnt_custom() -> dict[tuple[Any, ...], Any]:
             if learnt is not fake_mode.SKIP and learnt[0] == fake_mode.FRESH}
 
 
-def test_bitsandbytes_operators_are_learnt_and_give_the_plain_journal(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "as fit runs"])
+def test_bitsandbytes_operators_are_learnt_and_give_the_plain_journal(checked: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A QLoRA step's 4-bit matmuls and (de)quantizations and its AdamW's foreach square roots, which
     FakeTensorMode never caches, are answered from what was learnt of their outputs (run twice: the second run is
-    answered so), with the plain journal."""
+    answered so), with the plain journal; both with the check, which runs each call too, and without it, as
+    predict and fit run."""
     monkeypatch.setattr(fake_mode, "LEARNT", {})
+    monkeypatch.setattr(fake_mode, "CHECK_KEYS", checked)
     for _ in range(2):
         _same(TESTS / "architectures" / "llama.json", QLORA_ROW, CUDA, monkeypatch)
     assert {key[0].namespace for key in _learnt_custom()} == {"bitsandbytes", "aten"}

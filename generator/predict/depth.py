@@ -194,8 +194,9 @@ def shape(journals: Sequence[Journal]) -> Shape | None:
     """The shape of the journals at depths a to a+3, by the first aligner that reads one; None where they do
     not repeat. Given depths a to a+2 only (a row whose stack was seen to repeat three times at another batch:
     small_depths.py), the rules are read off depth a+2 and checked against depth a+1: two copies tell every way
-    in WAYS apart where a copy names a storage in the runs, and a rule that names only storages outside them is
-    no rule (``_rule``), so such a stack takes the fourth depth."""
+    in WAYS apart where a copy names a storage in the runs; where an entry of the runs names only storages
+    outside them (``_rule`` finds no way, or ``_outside_only``: one storage, which a third copy could show to be
+    the one two copies back), there is no shape from three depths and the caller runs the fourth."""
     tokens = [_tokens(journal) for journal in journals]
     return next((found for aligner in ALIGNERS if (found := _shape(tokens, aligner)) is not None), None)
 
@@ -209,12 +210,19 @@ def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> 
     if not runs or (copies == 3 and not _repeated(base, longer, runs, deepest, 3)):
         return None
     rules = _rules(_labels(len(base), runs, copies), deepest_names, copies)
-    if rules is None:
+    if rules is None or (copies == 2 and _outside_only(rules)):
         return None
     check = _journal(_labels(len(base), runs, copies - 1), base, longer, runs, rules, copies - 1)
     if check is None or _tokens(check)[1] != tokens[copies - 1][1]:
         return None
     return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, tuple(found or ()))
+
+
+def _outside_only(rules: dict[Label, tuple[Any, ...]]) -> bool:
+    """Whether an entry of the runs names one storage outside them in both of two copies: a storage of depth a
+    each copy names, or each copy the one two copies before it (a third copy tells them apart), so three depths
+    do not decide it."""
+    return any(key[0] == "r" and rule[0] == "b" for key, rule in rules.items())
 
 
 def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:

@@ -1,4 +1,4 @@
-"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with two things
+"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with four things
 added.
 
 1. **It tracks storages** (tracker.py): inside ``tracking_on()``, the storage of every tensor an operator returns
@@ -11,21 +11,23 @@ added.
    more directly (a tensor's dtype, sizes, strides, offset, storage bytes, flags and device, each a method call),
    so two calls with the same key have the same FakeTensorMode key. It is learnt, with FakeTensorMode's entry, the
    first time FakeTensorMode caches a call under it; a later call with that key is answered from the entry by
-   FakeTensorMode's own code, as a hit in its cache is. Calls FakeTensorMode does not cache are never learnt.
-   With ``CHECK_KEYS`` on, every such answer first checks that the call's FakeTensorMode key is the learnt one
-   (tests/test_fake_mode.py runs every architecture's set-ups so).
-3. **It asks ``aten._unsafe_view`` as ``aten.view``.** FakeTensorMode runs both with one fake kernel
-   (``fake_impls._view_meta``: a tensor on the argument's storage, reshaped), but its cache refuses the first
-   ("unsafe view"), so each such call (a matmul's reshaped output, hundreds a step) took its slow path. Asked as a
-   view, the same tensor is made, from its cache. Autograd, which is above this mode, still saw ``_unsafe_view``.
+   FakeTensorMode's own code, as a hit in its cache is. Calls FakeTensorMode does not cache are not learnt this
+   way (point 4 learns a few kinds by their outputs). With ``CHECK_KEYS`` on, every such answer first checks that
+   the call's FakeTensorMode key is the learnt one (tests/test_fake_mode.py runs every architecture's set-ups so).
+3. **It asks ``aten._unsafe_view`` as ``aten.view``.** FakeTensorMode's cache refuses the first ("unsafe view"),
+   and it runs it by its Python decomposition, which calls ``aten.view`` on the same arguments (``_reshape_alias``
+   in torch/_decomp/decompositions.py), so each such call (a matmul's reshaped output, hundreds a step) took the
+   slow path to the same view. Asked as a view, that tensor comes from the cache. Autograd, which is above this
+   mode, still saw ``_unsafe_view``.
 4. **It learns bitsandbytes' operators and the foreach ones itself** (``FRESH_NAMESPACES``, ``FRESH_PREFIX``).
    FakeTensorMode never caches an operator that is not PyTorch's own ("non-builtin"), so each of a QLoRA step's
    4-bit matmuls and (de)quantizations took its slow path, a quarter of the run; nor one that returns a list
-   (AdamW's foreach square root of every moment, 4 % of a training run). Where such a call returned new tensors
-   only (none on an argument's storage, each alone on a storage that ``empty_strided`` of its sizes and strides
-   makes alike), their sizes, strides, dtypes and devices are learnt under the call's key, and a later call with
-   that key gets new tensors of those, made by ``empty_strided`` (from FakeTensorMode's cache). With
-   ``CHECK_KEYS`` on, each such call is run as well and its outputs must have what was learnt."""
+   (AdamW's foreach square root of every moment, 4 % of a training run). Where such a call, of an operator whose
+   schema says it changes none of its arguments, returned new tensors only (none on an argument's storage or on
+   another output's, each on a storage that ``empty_strided`` of its sizes and strides makes alike), their sizes,
+   strides, dtypes and devices are learnt under the call's key, and a later call with that key gets new tensors of
+   those, made by ``empty_strided`` (from FakeTensorMode's cache). With ``CHECK_KEYS`` on, each such call is run
+   as well and its outputs must have what was learnt."""
 
 import contextlib
 import functools
@@ -33,8 +35,9 @@ from collections.abc import Iterator
 from types import FunctionType, SimpleNamespace
 from typing import Any
 
-# call_key -> (FakeTensorMode's key, its cache entry), or SKIP for a call FakeTensorMode does not cache; for the
-# process, as FakeTensorMode's own cache is
+# call_key -> (FakeTensorMode's key, its cache entry); or (FRESH, (what it returned, its outputs' specs)) for a call
+# whose new outputs are learnt (point 4); or SKIP for any other call FakeTensorMode does not cache; for the process,
+# as FakeTensorMode's own cache is
 LEARNT: dict[tuple[Any, ...], Any] = {}
 SKIP = "not cached by FakeTensorMode"
 CHECK_KEYS = False
@@ -179,7 +182,7 @@ def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, ty
     if isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols:
         LEARNT[key] = (cache_key, entry)
         return out
-    fresh = func.namespace in FRESH_NAMESPACES or func.name().startswith(FRESH_PREFIX)
+    fresh = (func.namespace in FRESH_NAMESPACES or func.name().startswith(FRESH_PREFIX)) and not func._schema.is_mutable
     specs = _specs(mode, base, out, args, kwargs) if fresh else None
     LEARNT[key] = SKIP if specs is None else (FRESH, specs)
     return out
@@ -204,6 +207,7 @@ def _specs(mode: Any, base: Any, out: Any, args: Any, kwargs: Any) -> tuple[type
                 or tensor.requires_grad or tensor.is_conj() or tensor.is_neg() or tensor.layout != found.torch.strided
                 or tensor.storage_offset() != 0 or id(tensor.untyped_storage()) in taken):
             return None
+        taken.add(id(tensor.untyped_storage()))  # two outputs on one storage are not new tensors each
         spec = (tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
         if _made(mode, base, spec).untyped_storage().nbytes() != tensor.untyped_storage().nbytes():
             return None

@@ -178,8 +178,9 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
 
 
 def _seen_repeat(row: RowSpec, source: ModelSource, program: Program, start: tuple[int, int]) -> bool:
-    """Whether this row's stack, from this start, was read at another batch in this process: its trace was seen
-    to repeat three times there, so at this batch (which takes other paths: batch 1, or past it) three small
-    depths may read the shape (depth.shape) and a fourth is run only where they do not."""
+    """Whether this row's stack, from this start, was read at another batch in this process. Every shape of a row
+    descends from one read from four depths, so its trace was seen to repeat three times at an earlier batch, and
+    at this one (which takes other paths: batch 1, or past it) three small depths may read the shape
+    (depth.shape); a fourth is run only where they do not."""
     known = SHAPES.get(shape_key(row, source, program))
     return known is not None and (known.first, known.period) == start
