@@ -203,11 +203,14 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _process_model(measurements, allocator: str):  # -> ProcessModel; the overhead fitted on this machine's rows
+def _process_model(measurements, allocator: str, target: str = "cpu"):  # -> ProcessModel; a GPU's answers need none
     from generator.answers.overhead import overhead_model
+    from generator.budget import ProcessModel
     from generator.measure.environment import collect_environment
     from generator.store.catalog import Catalog
 
+    if target != "cpu":  # they add the caching allocator's reserve, not this machine's process overhead: no rows read
+        return ProcessModel(0.0, 0.0, 0, "no overhead modelled: a GPU budget holds the allocator's reserve")
     return overhead_model(Catalog(measurements), collect_environment(), allocator)
 
 
@@ -232,7 +235,6 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record curves: the site's, or with --model that model's."""
-    from generator.budget import ProcessModel
     from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
     from generator.predict.fit import Predictor, fit, validated_margin
@@ -246,11 +248,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.record:
         from generator.cli.record import record_curves
 
-        model = _process_model(args.measurements, args.allocator)
-        return record_curves(args, collect_environment(), model, workers)
-    # a GPU's answers add the caching allocator's reserve, not this machine's process overhead: no rows to read
-    model = _process_model(args.measurements, args.allocator) if args.target == "cpu" else ProcessModel(
-        proportional=0.0, fixed=0.0, rows=0, source="no overhead modelled: a GPU budget holds the allocator's reserve")
+        return record_curves(args, collect_environment(), _process_model(args.measurements, args.allocator), workers)
+    model = _process_model(args.measurements, args.allocator, args.target)
     args.seq = args.seq or DEFAULT_SEQ_LEN
     if args.budget is None:
         raise UsageError("fit needs --budget (e.g. --budget 24GiB), or --record")
