@@ -146,7 +146,7 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
     """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry (the
     attribute queries of _DISPATCH_META_HANDLERS never get here: __torch_dispatch__ answers them first)."""
     fake_tensor = _torch().fake_tensor
-    if func is _torch().unsafe_view:  # the same fake kernel as view, which FakeTensorMode caches
+    if func is _torch().unsafe_view:  # FakeTensorMode runs it as a view (point 3), and caches a view
         func = _torch().view
     if (func in fake_tensor._DISPATCH_HANDLE_DIRECTLY or not mode.cache_enabled or mode.cache_crosscheck_enabled
             or mode.shape_env is not None):
@@ -169,8 +169,8 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
 
 def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, types: Any, args: Any,
            kwargs: Any) -> Any:
-    """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one, else a custom
-    operator's new outputs where it made only such (point 4)."""
+    """FakeTensorMode's dispatch of a call not seen before, its entry learnt where it cached one, else (for the
+    operators of point 4) the call's new outputs where it made only such."""
     fake_tensor = _torch().fake_tensor
 
     try:

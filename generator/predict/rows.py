@@ -39,9 +39,10 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
     of the rows that differ only in their batch, so that each group's rows follow one another in one process
     and later batches take the fast path from earlier ones (batches.py, small_depths.py), as they do in order."""
     simulated = [row for row in rows if row.mode != Mode.BASELINE]
-    groups = list({replace(row, batch_size=0): None for row in simulated})
-    tasks = [(tuple(row for row in simulated if replace(row, batch_size=0) == group), source, program)
-             for program in ("cpu", "cuda") for group in groups]
+    groups: dict[RowSpec, list[RowSpec]] = {}  # each row without its batch -> its rows, in the order asked
+    for row in simulated:
+        groups.setdefault(replace(row, batch_size=0), []).append(row)
+    tasks = [(tuple(group), source, program) for program in ("cpu", "cuda") for group in groups.values()]
     parts: dict[tuple[RowSpec, str], Any] = {}
     for (group_rows, _, program), found in zip(tasks, parallel.starmap(_simulate_group, tasks, workers), strict=True):
         parts.update({(row, program): part for row, part in zip(group_rows, found, strict=True)})

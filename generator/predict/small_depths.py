@@ -82,9 +82,8 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     steps at four small depths (three where _seen_repeat: generator/predict/depth.py), from each start _starts
     gives in turn: where a stack that begins with other layers turns uniform, one layer, two layers (a stack of
     none is no start: its rotary tables, kept by no layer, are freed early), then a period of several for a
-    stack that repeats in one. None
-    where the stack has fewer than ``worth`` layers, is too shallow for the small depths, has a layer past them
-    that they never met (stack.py), or its trace does not repeat."""
+    stack that repeats in one. None where the stack has fewer than ``worth`` layers, is too shallow for the small
+    depths, has a layer past them that they never met (stack.py), or its trace does not repeat."""
     layers = load_config(source).num_hidden_layers
     if layers < worth:
         return None
@@ -154,10 +153,11 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
     shape = None
     for extra in range(DEPTHS):  # a trace that does not repeat by its third depth costs no fourth
         runs.append(small(first + extra * period))
-        if extra == 2 and not depth.repeats([tracker.journal for tracker, _, _ in runs]):
-            return None
-        if extra == 2 and _seen_repeat(row, source, program, start):  # three depths may do (depth.shape)
-            shape = depth.shape([tracker.journal for tracker, _, _ in runs])
+        if extra == 2:
+            three = [tracker.journal for tracker, _, _ in runs]
+            if not depth.repeats(three):
+                return None
+            shape = depth.shape(three) if _seen_repeat(row, source, program, start) else None  # three may do
             if shape is not None:
                 break
     journals = [tracker.journal for tracker, _, _ in runs]
