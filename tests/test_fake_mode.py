@@ -105,6 +105,43 @@ def test_the_check_catches_a_key_that_misses_a_difference(monkeypatch: pytest.Mo
             halves * halves
 
 
+def test_the_check_catches_an_output_made_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output made directly from a learnt entry (fake_hits.py, point 7) with another dtype than the entry's is
+    refused by the check, which compares it with FakeTensorMode's own output of the entry."""
+    import dataclasses
+
+    import torch
+
+    from generator.predict import fake_hits
+
+    def wrong_dtype(mode: Any, made: Any, viewed: Any, found: Any) -> Any:
+        return directly(mode, dataclasses.replace(made, dtype=torch.float64), viewed, found)
+
+    directly = fake_hits._made_directly
+    monkeypatch.setattr(fake_hits, "_made_directly", wrong_dtype)
+    monkeypatch.setattr(fake_mode, "LEARNT", {})
+    with fake_mode.tracking_fake_mode(StorageTracker()):
+        ones = torch.ones(4)
+        ones * ones  # learnt: FakeTensorMode's own output
+        with pytest.raises(AssertionError, match="made directly is not FakeTensorMode's"):
+            ones * ones
+
+
+def test_the_check_catches_a_constant_read_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant's value read directly (fake_hits.py, point 6), as AdamW reads its step counters, must be the one
+    FakeTensorMode's constant propagation gives; one read wrong is refused by the check."""
+    import torch
+
+    from generator.predict import fake_hits
+
+    with fake_mode.tracking_fake_mode(StorageTracker()):
+        step = torch.tensor(3.0)
+        assert step.item() == 3.0
+        monkeypatch.setattr(fake_hits, "_constant_value", lambda func, tensor, found: 4.0)
+        with pytest.raises(AssertionError, match="read directly is not FakeTensorMode's"):
+            step.item()
+
+
 QLORA_ROW = KINDS["QLoRA"].format(b=2, s=16)
 
 

@@ -3,7 +3,8 @@
 - ``simulate``: one row's tensor memory; ``small_depths``: the row at full depth from its runs at a few small
   depths, where the fast paths below answer; ``fake_run``: one run of its steps under FakeTensorMode, the
   simulation's own (``fake_mode``: it tracks storages, and answers a repeated operator from FakeTensorMode's cache
-  by a cheaper key); ``rows``: the `predict` command's rows, rendering and --record.
+  by a cheaper key; ``fake_hits``: two of FakeTensorMode's answers made directly, a constant's value and a cache
+  hit's output); ``rows``: the `predict` command's rows, rendering and --record.
 - ``tracker``: the live storages through a simulation, as a journal that replays to its figures; ``depth``:
   the fast path, a deep stack's journal written from four small depths (two, for another batch of a row),
   with ``inserted_runs`` finding where one more layer's entries sit, and ``stack`` telling where the small depths

@@ -1,5 +1,5 @@
-"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with four things
-added.
+"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with five things
+added here and two answers made directly (points 6 and 7, fake_hits.py).
 
 1. **It tracks storages** (tracker.py): inside ``tracking_on()``, the storage of every tensor an operator returns
    to the code that called it. That is what a dispatch mode stacked on a plain FakeTensorMode sees, with one
@@ -27,13 +27,20 @@ added.
    another output's, each on a storage that ``empty_strided`` of its sizes and strides makes alike), their sizes,
    strides, dtypes and devices are learnt under the call's key, and a later call with that key gets new tensors of
    those, made by ``empty_strided`` (from FakeTensorMode's cache). With ``CHECK_KEYS`` on, each such call is run
-   as well and its outputs must have what was learnt."""
+   as well and its outputs must have what was learnt.
+5. **Its ``__torch_dispatch__`` is FakeTensorMode's dispatch, with no wrapper.** PyTorch wraps each dispatch mode's
+   ``__torch_dispatch__`` in a guard that keeps dynamo out of it, and FakeTensorMode's in a call counter too: layers
+   of Python around every operator, and around each of the autograd engine's device queries (over a thousand a
+   layer in a training step). Nothing in a simulation is compiled, so this mode declines the guard
+   (``_should_skip_dynamo``) and calls the dispatch that FakeTensorMode's ``__torch_dispatch__`` calls."""
 
 import contextlib
 import functools
 from collections.abc import Iterator
 from types import FunctionType, SimpleNamespace
 from typing import Any
+
+from generator.predict import fake_hits
 
 # call_key -> (FakeTensorMode's key, its cache entry); or (FRESH, (what it returned, its outputs' specs)) for a call
 # whose new outputs are learnt (point 4); or SKIP for any other call FakeTensorMode does not cache; for the process,
@@ -52,11 +59,13 @@ def _torch() -> Any:
     from torch._subclasses import fake_tensor
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
     from torch.utils import _pytree as pytree
+    from torch.utils._mode_utils import no_dispatch
 
     refused = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)  # FakeTensor is checked first
     return SimpleNamespace(torch=torch, fake_tensor=fake_tensor, FakeTensor=fake_tensor.FakeTensor,
                            get_proxy_mode=get_proxy_mode, refused=refused,
                            unsafe_view=torch.ops.aten._unsafe_view.default, view=torch.ops.aten.view.default,
+                           item=torch.ops.aten._local_scalar_dense.default, no_dispatch=no_dispatch,
                            empty_strided=torch.ops.aten.empty_strided.default, leaves=pytree.tree_leaves)
 
 
@@ -113,15 +122,19 @@ def _mode_class() -> Any:
             super().__init__()
             self.tracker = tracker
 
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # point 5: no dynamo guard around __torch_dispatch__, as nothing here is compiled
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             handler = _DISPATCH_META_HANDLERS.get(func)
             if handler is not None:  # a tensor's device, sizes or strides asked: what FakeTensorMode answers first,
                 return handler(args)  # without the rest of its dispatch; no tensor is returned
-            if not self.tracking:
-                return super().__torch_dispatch__(func, types, args, kwargs or {})
+            if not self.tracking:  # FakeTensorMode's __torch_dispatch__ is its dispatch, guarded and counted (point 5)
+                return self.dispatch(func, types, args, kwargs or {})
             self.depth += 1
             try:
-                out = super().__torch_dispatch__(func, types, args, kwargs or {})
+                out = self.dispatch(func, types, args, kwargs or {})
             finally:
                 self.depth -= 1
             if self.depth == 0:
@@ -145,9 +158,12 @@ def _mode_class() -> Any:
 def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     """FakeTensorMode's dispatch (``base.dispatch``), with a call whose key was learnt answered from its entry (the
     attribute queries of _DISPATCH_META_HANDLERS never get here: __torch_dispatch__ answers them first)."""
-    fake_tensor = _torch().fake_tensor
-    if func is _torch().unsafe_view:  # FakeTensorMode runs it as a view (point 3), and caches a view
-        func = _torch().view
+    found = _torch()
+    fake_tensor = found.fake_tensor
+    if func is found.unsafe_view:  # FakeTensorMode runs it as a view (point 3), and caches a view
+        func = found.view
+    elif func is found.item and fake_hits.constant_item(mode, args, kwargs, found):  # point 6
+        return fake_hits.item(mode, base, func, types, args, kwargs, found, CHECK_KEYS)
     if (func in fake_tensor._DISPATCH_HANDLE_DIRECTLY or not mode.cache_enabled or mode.cache_crosscheck_enabled
             or mode.shape_env is not None):
         return base.dispatch(mode, func, types, args, kwargs)
@@ -164,7 +180,7 @@ def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: An
     if CHECK_KEYS and mode._cache_key(state, func, args, kwargs) != cache_key:
         raise AssertionError(f"{func}: a call with a learnt key has another FakeTensorMode key")
     base.cache_hits += 1
-    return mode._output_from_cache_entry(state, entry, cache_key, func, args)  # as a hit in its cache is answered
+    return fake_hits.output(mode, state, entry, cache_key, func, args, found, CHECK_KEYS)  # point 7
 
 
 def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, types: Any, args: Any,
