@@ -127,6 +127,24 @@ def test_the_check_catches_an_output_made_wrong(monkeypatch: pytest.MonkeyPatch)
             ones * ones
 
 
+def test_the_check_catches_an_output_given_other_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a mode's first output, each next one is given the attributes FakeTensor's constructor gave that one
+    (fake_hits._wrapped); one given another is refused by the check."""
+    import torch
+
+    monkeypatch.setattr(fake_mode, "LEARNT", {})
+    mode = fake_mode.tracking_fake_mode(StorageTracker())
+    with mode:
+        ones = torch.ones(4)
+        ones * ones  # learnt
+        ones * ones  # from the entry, by the constructor: its attributes are kept
+        assert mode.made_attributes is not None and mode.made_attributes["fake_mode"] is mode
+        ones * ones  # given them
+        mode.made_attributes["pytype"] = float
+        with pytest.raises(AssertionError, match="made directly is not FakeTensorMode's"):
+            ones * ones
+
+
 def test_the_check_catches_a_constant_read_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
     """A constant's value read directly (fake_hits.py, point 6), as AdamW reads its step counters, must be the one
     FakeTensorMode's constant propagation gives; one read wrong is refused by the check."""

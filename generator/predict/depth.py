@@ -83,8 +83,12 @@ WAYS = (*((way, shift) for shift in (0, -1, 1, -2, 2) for way in ("same", "rever
 
 
 def _copy(way: tuple[str, int], copy: int, copies: int) -> int:
-    name, shift = way
-    return {"same": copy + shift, "reverse": copies - 1 - copy + shift, "first": 0, "last": copies - 1}[name]
+    name, shift = way  # asked for every naming entry of a full depth's journal: no dict of the four made each time
+    if name == "same":
+        return copy + shift
+    if name == "reverse":
+        return copies - 1 - copy + shift
+    return 0 if name == "first" else copies - 1
 
 
 def _target(rule: tuple[Any, ...], copy: int, copies: int) -> Label | None:
@@ -146,20 +150,22 @@ def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: 
     keys: dict[Label, int] = {}  # the live storages' labels -> their keys
     journal: list[tuple[Any, ...]] = []
     for place, label in enumerate(labels):
-        token = _token(label, base, longer, runs)
-        if token[0] == "made":
+        in_base = label[0] == "b"
+        token = base[label[1]] if in_base else longer[runs[label[1]][1] + label[3]]  # _token, inline
+        tag = token[0]
+        if tag == "made":
             keys[label] = place
             journal.append(("made", place, *token[1:]))
             continue
-        if token[0] == "phase":
+        if tag == "phase":
             journal.append(token)
             continue
-        rule = rules.get(label if label[0] == "b" else ("r", label[1], label[3]))
-        target = None if rule is None else _target(rule, label[2] if label[0] == "r" else 0, copies)
-        named = None if target is None else (keys.pop if token[0] == "freed" else keys.get)(target, None)
+        rule = rules.get(label if in_base else ("r", label[1], label[3]))
+        target = None if rule is None else _target(rule, 0 if in_base else label[2], copies)
+        named = None if target is None else (keys.pop(target, None) if tag == "freed" else keys.get(target))
         if named is None:
             return None
-        journal.append((token[0], named, *token[2:]))
+        journal.append((tag, named, *token[2:]))
     return journal
 
 

@@ -83,10 +83,16 @@ def _add(mode: Any, argument: Any, key: list[Any], found: Any) -> bool:
         return False
     if isinstance(argument, (list, tuple)):  # torch.Size too: the type is part of the key
         key.append((type(argument), len(argument)))
-        return all(_add(mode, item, key, found) for item in argument)
+        for item in argument:  # noqa: SIM110 (a loop, not all() of a generator: a key is built for every operator)
+            if not _add(mode, item, key, found):
+                return False
+        return True
     if isinstance(argument, dict):
         key.append((dict, len(argument)))
-        return all(_add(mode, name, key, found) and _add(mode, value, key, found) for name, value in argument.items())
+        for name, value in argument.items():  # noqa: SIM110 (as above)
+            if not (_add(mode, name, key, found) and _add(mode, value, key, found)):
+                return False
+        return True
     if type(argument).__hash__ is None:
         return False
     key.append((type(argument), argument))  # 1 and 1.0 are equal but make tensors of other dtypes
@@ -117,6 +123,7 @@ def _mode_class() -> Any:
     class _SimulationFakeMode(FakeTensorMode):
         tracking = False
         depth = 0  # operators being run: 1 for the caller's, more inside FakeTensorMode's own
+        made_attributes: dict[str, Any] | None = None  # what FakeTensor's constructor gives a new tensor (fake_hits)
 
         def __init__(self, tracker: Any) -> None:
             super().__init__()

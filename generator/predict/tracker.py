@@ -8,7 +8,6 @@ phase's peak, and the trace the allocator models replay) come from those entries
 the journal it extends."""
 
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
@@ -40,10 +39,17 @@ class StorageTracker:
     def replay(cls, journal: list[tuple[Any, ...]]) -> "StorageTracker":
         """A tracker that has been through these entries, finished."""
         tracker = cls()
-        apply: dict[str, Callable[..., None]] = {"made": tracker.made, "kind": tracker.kind,
-                                                 "freed": tracker.freed, "phase": tracker.enter}
-        for entry in journal:
-            apply[entry[0]](*entry[1:])
+        made, kind, freed, enter = tracker.made, tracker.kind, tracker.freed, tracker.enter
+        for entry in journal:  # the commonest first: a replay of a deep model's journal walks a hundred thousand
+            tag = entry[0]
+            if tag == "made":
+                made(entry[1], entry[2], entry[3])
+            elif tag == "freed":
+                freed(entry[1])
+            elif tag == "kind":
+                kind(entry[1], entry[2])
+            else:
+                enter(entry[1])
         tracker.finish()
         return tracker
 
