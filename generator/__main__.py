@@ -1,6 +1,6 @@
 """Allow `python -m generator`."""
 
-from generator.cli import main
+from generator.cli import run
 
 if __name__ == "__main__":  # the worker server imports __main__ in every child: keep this guard
-    raise SystemExit(main())
+    run()
