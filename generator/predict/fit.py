@@ -19,6 +19,7 @@ from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
 from generator.predict.simulate import simulate_kept_part
+from generator.quantize import uses_bitsandbytes
 from generator.units import format_mib
 
 DEFAULT_MARGIN = 0.10
@@ -105,9 +106,18 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT
     if workers > 1:  # started longest first (setups.START_ORDER), answered in the order asked
         started = sorted(kinds, key=START_ORDER.index)
         tasks = [(predictor.fresh(), kind, seq_len, usable) for kind in started]
-        found = dict(zip(started, parallel.starmap(answer_or_reason, tasks, workers), strict=True))
+        families = [_imports_peft(predictor.template(kind)) for kind in started]
+        found = dict(zip(started, parallel.starmap(answer_or_reason, tasks, workers, families), strict=True))
         return [found[kind] for kind in kinds]
     return [answer_or_reason(predictor, kind, seq_len, usable) for kind in kinds]
+
+
+def _imports_peft(template: str) -> bool:
+    """Whether a set-up's simulation imports peft or bitsandbytes (LoRA, whose peft imports bitsandbytes; a 4-bit
+    base; the 8-bit AdamW): a second each the first time in a process, so such set-ups are run by one worker where
+    they can (parallel.py's families)."""
+    row = parse_row(template.format(b=1, s=1))
+    return bool(row.lora_rank) or uses_bitsandbytes(row)
 
 
 def validated_margin(measurements: Path, allocator: str, target: str) -> tuple[float, str]:
