@@ -1,8 +1,10 @@
 """The simulation's FakeTensorMode (generator/predict/fake_mode.py) against the plain one it replaced, a
 FakeTensorMode with the tracker's dispatch mode stacked on it: the journals are the same, entry for entry, on each
 of the 14 architectures in tests/architectures/ for every set-up the answers are given for (CUDA's program), and
-on the tiny Llama for the CPU's program too; and every operator answered by the learnt key has the FakeTensorMode
-key that was learnt with it (``CHECK_KEYS``), a check shown to catch a key that misses what tells two calls apart."""
+on the tiny Llama for the CPU's program too, the simulation's run with Python's cyclic collector paused (as
+simulate_part runs it) and the plain one's with it on; and every operator answered by the learnt key has the
+FakeTensorMode key that was learnt with it (``CHECK_KEYS``), a check shown to catch a key that misses what tells
+two calls apart."""
 
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from generator.model_source import ModelSource, resolve_model
 from generator.predict import fake_mode, fake_run
 from generator.predict.batches import indexed
 from generator.predict.cuda_program import CPU, CUDA, Program
+from generator.predict.simulate import collector_paused
 from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
@@ -46,7 +49,8 @@ def _outcome(row: RowSpec, source: ModelSource, program: Program) -> Any:
 
 def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.MonkeyPatch) -> None:
     row, source = parse_row(row_id), resolve_model(str(config))
-    inside = _outcome(row, source, program)
+    with collector_paused():  # as simulate_part runs: the plain mode's run below has the collector on
+        inside = _outcome(row, source, program)
     with monkeypatch.context() as patched:
         patched.setattr(fake_run, "tracking_fake_mode", _stacked)
         stacked = _outcome(row, source, program)
