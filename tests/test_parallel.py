@@ -1,10 +1,15 @@
-"""Simulations side by side (generator/predict/parallel.py): forked workers must not hang on torch's thread pool."""
+"""Simulations side by side (generator/predict/parallel.py): forked workers must not hang on torch's thread pool, a
+worker keeps to the family of set-ups it ran last, and the answers come back in the order asked."""
 
+import itertools
+import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from generator.predict import parallel
 
@@ -34,12 +39,25 @@ def _after(seconds: float, value: int) -> tuple[int, int]:
     return value, os.getpid()
 
 
-def test_a_worker_takes_the_next_task_of_the_family_it_ran_last() -> None:
-    """Tasks of a family (fit's set-ups that import peft and bitsandbytes, and the others) are run by the worker
-    that ran one before; taken in order, as a plain pool takes them, each worker would run both families here.
-    Answers come back in the order asked."""
+def test_a_worker_takes_the_next_task_of_the_family_it_ran_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks of a family (fit's set-ups that import peft and bitsandbytes, and the others) go to the worker that
+    ran one before: two workers claiming in turn keep to a family each. Taken in order, as a plain pool takes them,
+    each would run both families here ({1: [0, 2, 4], 2: [1, 3, 5]}). Claimed with the flags' lock, as a worker
+    claims; the workers are simulated here, so that no worker's late start decides the test."""
     families = ["a", "b", "b", "a", "a", "b"]
-    found = parallel.starmap(_after, [(0.5, index) for index in range(6)], 2, families)
+    monkeypatch.setattr(parallel, "_CLAIMED", multiprocessing.Array("b", len(families)))
+    taken: dict[int, list[int]] = {1: [], 2: []}
+    last: dict[int, str | None] = {1: None, 2: None}
+    for worker in itertools.cycle((1, 2)):
+        index = parallel._claim(families, last[worker])
+        if index is None:
+            break
+        taken[worker].append(index)
+        last[worker] = families[index]
+    assert taken == {1: [0, 3, 4], 2: [1, 2, 5]}
+
+
+def test_tasks_with_families_answer_in_the_order_asked() -> None:
+    """Run in worker processes, every task is run once and the answers come back in the order asked."""
+    found = parallel.starmap(_after, [(0.05, index) for index in range(6)], 2, ["a", "b", "b", "a", "a", "b"])
     assert [value for value, _ in found] == list(range(6))
-    workers = {family: {pid for (_, pid), own in zip(found, families, strict=True) if own == family} for family in "ab"}
-    assert len(workers["a"]) == len(workers["b"]) == 1 and workers["a"] != workers["b"]

@@ -74,6 +74,8 @@ def starmap(function: Callable[..., Any], tasks: Sequence[tuple], workers: int,
     """function(*task) for every task, in worker processes when there are several workers and tasks, with
     ``families`` one a task (the module's rule); the answers in the tasks' order. A task that raises raises here;
     an interrupted parent stops its workers at once."""
+    if families is not None and len(families) != len(tasks):
+        raise ValueError(f"{len(families)} families for {len(tasks)} tasks")
     workers = min(workers, len(tasks))
     if workers <= 1:
         return [function(*task) for task in tasks]
