@@ -151,7 +151,7 @@ def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: 
     journal: list[tuple[Any, ...]] = []
     for place, label in enumerate(labels):
         in_base = label[0] == "b"
-        token = base[label[1]] if in_base else longer[runs[label[1]][1] + label[3]]  # _token, inline
+        token = _token(label, base, longer, runs)
         tag = token[0]
         if tag == "made":
             keys[label] = place
