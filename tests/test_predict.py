@@ -208,10 +208,10 @@ def test_rows_side_by_side_give_the_figures_of_rows_in_order(monkeypatch: pytest
 
     real = simulate_module.simulate_part
 
-    def failing(row, source, program):  # forked workers inherit the patch
+    def failing(row, source, program, expandable=True):  # forked workers inherit the patch
         if row.id == "train-b4-s32-bf16" or (row.id == "infer-b2-s32" and program == "cuda"):
             raise RuntimeError(f"no {program} part for {row.id}")
-        return real(row, source, program)
+        return real(row, source, program, expandable)
 
     monkeypatch.setattr(simulate_module, "simulate_part", failing)
     rows = tuple(parse_row(row) for row in ("train-b1-s32", "infer-b2-s32", "train-b4-s32-bf16", "train-b2-s32",

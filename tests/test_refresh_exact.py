@@ -27,22 +27,23 @@ SOURCE = SimpleNamespace(name="Tiny", config_sha256="c0ffee")
 
 
 def _simulator(peaks: dict[int, int], asked: list[str]):
-    """try_simulate's stand-in: tensor peak peaks[batch], a CUDA reserve 1,000 bytes above, 7 parameters."""
-    def try_simulate(row, source):
+    """curves.simulated's stand-in: tensor peak peaks[batch], a CUDA reserve 1,000 bytes above, 7 parameters."""
+    def simulated(row_id, source):
         assert source is SOURCE
+        row = parse_row(row_id)
         asked.append(row.id)
         if row.batch_size not in peaks:
             return None, "cannot"
         peak = peaks[row.batch_size]
-        return SimpleNamespace(tensor_peak_bytes=peak, cuda_reserved_bytes=peak + 1000,
-                               parameters=7 + row.batch_size), ""
-    return try_simulate
+        cpu = SimpleNamespace(tensor_peak_bytes=peak, parameters=7 + row.batch_size)
+        return curves.Point(cpu, SimpleNamespace(cuda_reserved_bytes=peak + 1000)), ""  # type: ignore[arg-type]
+    return simulated
 
 
 def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
     peaks = {1: 10 * GIB, 2: 100 * GIB, 4: 128 * GIB, 8: 128 * GIB + 1, 16: 300 * GIB}
-    monkeypatch.setattr(curves, "try_simulate", _simulator(peaks, asked))
+    monkeypatch.setattr(curves, "simulated", _simulator(peaks, asked))
     found = curves.curve(SOURCE, "ignored", 1024, row="train-b{b}-s{s}-ckpt")  # type: ignore[arg-type]
     assert asked == ["train-b1-s1024-ckpt", "train-b2-s1024-ckpt", "train-b4-s1024-ckpt", "train-b8-s1024-ckpt"]
     assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=15, kind="ignored",
@@ -53,24 +54,24 @@ def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: p
 
 def test_a_curve_needs_two_points_and_stops_at_the_batch_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
-    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 200 * GIB, 2: 300 * GIB}, asked))
+    monkeypatch.setattr(curves, "simulated", _simulator({1: 200 * GIB, 2: 300 * GIB}, asked))
     found = curves.curve(SOURCE, "generation", 256)  # type: ignore[arg-type]
     assert asked == ["gen-b1-s256-n32-bf16", "gen-b2-s256-n32-bf16"] and found is not None
     assert found.batches == (1, 2) and found.row == "gen-b{b}-s256-n32-bf16" and found.kind == "generation"
     asked.clear()
     every = {batch: batch for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
-    monkeypatch.setattr(curves, "try_simulate", _simulator(every, asked))
+    monkeypatch.setattr(curves, "simulated", _simulator(every, asked))
     assert curves.curve(SOURCE, "generation", 8192).batches == (1, 2, 4, 8, 16, 32, 64, 128)  # type: ignore[arg-type,union-attr]
     assert curves.curve(SOURCE, "generation", 256).batches[-1] == 1024  # type: ignore[arg-type,union-attr]
 
 
 def test_a_curve_that_cannot_be_simulated_or_has_one_point_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5, 2: 6}, []))
+    monkeypatch.setattr(curves, "simulated", _simulator({1: 5, 2: 6}, []))
     assert curves.curve(SOURCE, "generation", 256, row="gen-b{b}-s{s}-n32-bf16") is None  # type: ignore[arg-type]
-    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5}, []))
+    monkeypatch.setattr(curves, "simulated", _simulator({1: 5}, []))
     assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
     monkeypatch.setattr(curves, "batch_limit", lambda seq_len: 1)
-    monkeypatch.setattr(curves, "try_simulate", _simulator({1: 5, 2: 6}, []))
+    monkeypatch.setattr(curves, "simulated", _simulator({1: 5, 2: 6}, []))
     assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
 
 
@@ -127,7 +128,7 @@ def test_a_recorded_curve_pins_each_card_so_the_chord_answers_as_fit_does(monkey
     from generator.matrix import batch_limit
 
     real = {b: 3 * GIB + b * 40 * 2**20 + b * b * 2**16 for b in range(1, 2049)}  # reserve = peak + 1,000
-    monkeypatch.setattr(curves, "try_simulate", _simulator(real, []))
+    monkeypatch.setattr(curves, "simulated", _simulator(real, []))
     edges = curves.calculator_edges(ProcessModel(0.0, 0.0, 0, ""))
     plain = curves.curve(SOURCE, "inference", 256)  # type: ignore[arg-type]
     pinned = curves.curve(SOURCE, "inference", 256, edges=edges)  # type: ignore[arg-type]

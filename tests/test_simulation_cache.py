@@ -25,8 +25,8 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The row ids simulated, once for each program's part."""
     made: list[str] = []
     real = simulation.simulate_part
-    monkeypatch.setattr(simulation, "simulate_part",
-                        lambda row, source, program: made.append(row.id) or real(row, source, program))
+    monkeypatch.setattr(simulation, "simulate_part", lambda row, source, program, expandable=True: made.append(row.id)
+                        or real(row, source, program, expandable))
     return made
 
 
@@ -76,7 +76,8 @@ def test_off_keeps_nothing(monkeypatch, tmp_path: Path) -> None:
 
 def test_a_question_about_one_target_simulates_its_program_only(monkeypatch, kept: Path) -> None:
     """fit --target gpu reads CUDA's part, --target cpu the CPU's: each equals that part of the whole simulation,
-    and a whole prediction asked later simulates only the part not yet kept."""
+    and a whole prediction asked later simulates only the parts not yet kept whole (fit --target gpu keeps CUDA's
+    without the expandable reserve it does not read; a question that reads it simulates CUDA's again, whole)."""
     from generator.budget import ProcessModel
     from generator.predict.fit import Predictor
 
@@ -88,10 +89,16 @@ def test_a_question_about_one_target_simulates_its_program_only(monkeypatch, kep
     made.clear()
     assert gpu.peak(row.id) == whole.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
     assert made == [row.id] and [path.name for path in kept.rglob("*.toml")] == ["train-b2-s32-default-cuda.toml"]
+    (kept_cuda,) = kept.rglob("*-cuda.toml")
+    assert "cuda_expandable_bytes" not in kept_cuda.read_text(encoding="utf-8")  # not replayed, so not kept
     assert cpu.peak(row.id) == model.expected(whole.tensor_peak_bytes)
     assert len(made) == 2
     assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(whole, seconds=0.0)
-    assert len(made) == 2  # both parts were kept by the two questions
+    assert made == [row.id] * 3  # CUDA's part again, for the expandable reserve; the CPU's was kept
+    expandable = Predictor(source, model, target="gpu-expandable")
+    assert expandable.peak(row.id) == whole.cuda_expandable_bytes + CUDA_CONTEXT_BYTES
+    assert gpu.fresh().peak(row.id) == whole.cuda_reserved_bytes + CUDA_CONTEXT_BYTES
+    assert len(made) == 3  # the whole part, kept, serves every target
 
 
 def test_the_two_parts_hold_every_field_of_a_prediction_and_share_only_the_counts() -> None:

@@ -19,6 +19,7 @@ the batch (with CUDA's foreach AdamW, a checkpointed row's can dip)."""
 import time
 from dataclasses import dataclass
 from importlib import resources
+from typing import NamedTuple
 
 from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SHARDED_CARD_GIB, largest_batch, needs
 from generator.answers.setups import KINDS
@@ -26,11 +27,11 @@ from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict import parallel
-from generator.predict.simulate import METHOD, simulate_kept, try_simulate
+from generator.predict.simulate import METHOD, simulate_kept, try_simulate_part
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
 from generator.store.recorded_curves import RecordedCurves
-from generator.store.records import Prediction
+from generator.store.records import CpuPart, CudaPart
 from generator.units import GIB
 
 SITE_SEQ_LEN = 1024
@@ -72,14 +73,14 @@ def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tu
     each edge. The row is the set-up's, unless another is given."""
     template = (row or KINDS[kind]).replace("{s}", str(seq_len))
     limit = batch_limit(seq_len)
-    points: dict[int, Prediction] = {}
+    points: dict[int, Point] = {}
     batch, parameters = 1, 0
     while batch <= limit:
-        prediction, _ = try_simulate(parse_row(template.format(b=batch)), source)
-        if prediction is None:
+        point, _ = simulated(template.format(b=batch), source)
+        if point is None:
             return None
-        points[batch], parameters = prediction, prediction.parameters
-        if prediction.tensor_peak_bytes > STOP_BYTES and len(points) >= 2:  # two points: a slope to read
+        points[batch], parameters = point, point.cpu.parameters
+        if point.cpu.tensor_peak_bytes > STOP_BYTES and len(points) >= 2:  # two points: a slope to read
             break
         batch *= 2
     if len(points) < 2:
@@ -89,28 +90,48 @@ def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tu
     batches = sorted(points)
     return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters,
                  kind=kind, row=template, batches=tuple(batches),
-                 tensor_bytes=tuple(points[b].tensor_peak_bytes for b in batches),
-                 cuda_bytes=tuple(points[b].cuda_reserved_bytes for b in batches))
+                 tensor_bytes=tuple(points[b].cpu.tensor_peak_bytes for b in batches),
+                 cuda_bytes=tuple(points[b].cuda.cuda_reserved_bytes for b in batches))
 
 
-def _search_edges(points: dict[int, Prediction], source: ModelSource, template: str, edges: tuple[Edge, ...],
+class Point(NamedTuple):
+    """A curve's batch: the CPU's part (its tensor peak) and CUDA's (its reserve, replayed for the default
+    allocator alone: no curve reads the expandable one)."""
+
+    cpu: CpuPart
+    cuda: CudaPart
+
+
+def simulated(row_id: str, source: ModelSource) -> tuple[Point | None, str]:
+    """A curve's batch, or the row's one-line reason: the CPU's program first, and the GPU's only where the
+    CPU's ran (as try_simulate)."""
+    row = parse_row(row_id)
+    cpu, error = try_simulate_part(row, source, "cpu")
+    if cpu is None:
+        return None, error
+    cuda, error = try_simulate_part(row, source, "cuda", expandable=False)
+    return (None, error) if cuda is None else (Point(cpu, cuda), "")  # type: ignore[arg-type]
+
+
+def _search_edges(points: dict[int, Point], source: ModelSource, template: str, edges: tuple[Edge, ...],
                   limit: int) -> bool:
     """Add to the points every batch fit's search asks at each edge (answers/fit.py largest_batch), and the
     batch after its answer; False where a batch cannot be simulated. The search is deterministic, so a reader
     that runs it over the curve asks only these batches, reads the same peaks, and answers as fit does, even
     where a simulated reserve is not monotone in the batch."""
-    def at(batch: int) -> Prediction:
+    def at(batch: int) -> Point:
         if batch not in points:
-            prediction, error = try_simulate(parse_row(template.format(b=batch)), source)
-            if prediction is None:
+            point, error = simulated(template.format(b=batch), source)
+            if point is None:
                 raise _Unsimulated(error)
-            points[batch] = prediction
+            points[batch] = point
         return points[batch]
 
     try:
         for edge in edges:
             def peak(batch: int, edge: Edge = edge) -> int:
-                return needs(edge.target, at(batch).tensor_peak_bytes, at(batch).cuda_reserved_bytes, edge.process)
+                return needs(edge.target, at(batch).cpu.tensor_peak_bytes, at(batch).cuda.cuda_reserved_bytes,
+                             edge.process)
             answer = largest_batch(peak, edge.usable, limit)
             if answer < limit:
                 at(answer + 1)

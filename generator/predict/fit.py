@@ -39,8 +39,10 @@ def overhead_text(model: ProcessModel, target: str) -> str:
 
 def target_program(target: str) -> Callable[[RowSpec, ModelSource], object]:
     """What a target's answers simulate: the CPU's program for a CPU budget (its tensor peak), CUDA's for a GPU
-    (its reserves); each kept part is simulated once (generator/predict/simulate.py)."""
-    return partial(simulate_kept_part, program="cpu" if target == "cpu" else "cuda")
+    (its reserve, replayed with expandable segments only for that target); each kept part is simulated once
+    (generator/predict/simulate.py)."""
+    return partial(simulate_kept_part, program="cpu" if target == "cpu" else "cuda",
+                   expandable=target == "gpu-expandable")
 
 
 class Predictor:

@@ -57,12 +57,13 @@ FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same
 PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
 
 
-def simulate_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | CudaPart:
+def simulate_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:
     """The row's steps as one program runs them ("cpu": the tensor peak and its split, the CPU's figures;
-    "cuda": the GPU's tensor peak, replayed through the caching allocator's rules); by depth where the stack's
-    trace repeats, else at full depth; the figures are the same."""
+    "cuda": the GPU's tensor peak, replayed through the caching allocator's rules, with expandable segments too
+    where ``expandable``); by depth where the stack's trace repeats, else at full depth; the figures are the
+    same."""
     with collector_paused():
-        return _simulate_part(row, source, program)
+        return _simulate_part(row, source, program, expandable)
 
 
 @contextlib.contextmanager
@@ -81,7 +82,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _simulate_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | CudaPart:
+def _simulate_part(row: RowSpec, source: ModelSource, program: str, expandable: bool) -> CpuPart | CudaPart:
     started = time.perf_counter()
     chosen = PROGRAMS[program]
 
@@ -94,8 +95,10 @@ def _simulate_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart |
     method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
     if row.sharding:
         method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
-    make = _cpu_part if program == "cpu" else _cuda_part
-    return make(tracker, facts, row, method, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    if program == "cpu":
+        return _cpu_part(tracker, facts, row, method, seconds)
+    return _cuda_part(tracker, facts, row, method, seconds, expandable)
 
 
 def simulate(row: RowSpec, source: ModelSource) -> Prediction:
@@ -125,11 +128,13 @@ def _cpu_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: 
                    **_counts(facts, method, seconds))
 
 
-def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float) -> CudaPart:
-    """The GPU program's tensor peak and phase, and the caching allocator's reserves replaying it."""
+def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float,
+               expandable: bool = True) -> CudaPart:
+    """The GPU program's tensor peak and phase, and the caching allocator's reserve replaying it; with expandable
+    segments too where asked (each replay of a deep model's trace walks a hundred thousand events)."""
     peak, phase, _, _, events = _card(tracker, facts, row)
     return CudaPart(cuda_tensor_peak_bytes=peak, cuda_phase=phase, cuda_reserved_bytes=replay(events).peak_reserved,
-                    cuda_expandable_bytes=replay(events, expandable=True).peak_reserved,
+                    cuda_expandable_bytes=replay(events, expandable=True).peak_reserved if expandable else None,
                     **_counts(facts, method, seconds))
 
 
@@ -147,12 +152,14 @@ def simulation_key(row: RowSpec, source: ModelSource, program: str) -> Simulatio
                          program=program)
 
 
-def simulate_kept_part(row: RowSpec, source: ModelSource, program: str) -> CpuPart | CudaPart:
-    """simulate_part, or the same part kept on disk from an earlier run (generator/store/simulations.py)."""
+def simulate_kept_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:
+    """simulate_part, or the same part kept on disk from an earlier run (generator/store/simulations.py); a
+    CUDA part kept without the expandable reserve serves only a question that does not ask for it, and is
+    simulated again, and kept whole, for one that does."""
     key = simulation_key(row, source, program)
     found = simulations.load(key)
-    if found is None:
-        found = simulate_part(row, source, program)
+    if found is None or (expandable and isinstance(found, CudaPart) and found.cuda_expandable_bytes is None):
+        found = simulate_part(row, source, program, expandable)
         simulations.save(key, found)
     return found
 
@@ -162,12 +169,13 @@ def simulate_kept(row: RowSpec, source: ModelSource) -> Prediction:
     return joined(simulate_kept_part(row, source, "cpu"), simulate_kept_part(row, source, "cuda"))  # type: ignore
 
 
-def try_simulate_part(row: RowSpec, source: ModelSource, program: str) -> tuple[CpuPart | CudaPart | None, str]:
+def try_simulate_part(row: RowSpec, source: ModelSource, program: str,
+                      expandable: bool = True) -> tuple[CpuPart | CudaPart | None, str]:
     """simulate_kept_part, with a row that cannot run (no LoRA targets, an operator the fake tensors cannot
     take) as that row's one-line reason, so the other rows still print. A config that cannot be built at all is
     the model's fault, not the row's: ModelError goes on to the command line as bad input."""
     try:
-        return simulate_kept_part(row, source, program), ""
+        return simulate_kept_part(row, source, program, expandable), ""
     except ModelError:
         raise
     except Exception as error:  # torch, transformers and peft fail with exceptions of many types

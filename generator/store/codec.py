@@ -115,7 +115,8 @@ class _Table:
         return {name: sub.get(name, int) for name in sub.data}  # type: ignore[misc]
 
 
-_SCALAR_TYPES: dict[object, type | tuple[type, ...]] = {int: int, str: str, bool: bool, float: (int, float)}
+_SCALAR_TYPES: dict[object, type | tuple[type, ...]] = {int: int, str: str, bool: bool, float: (int, float),
+                                                         int | None: int}  # None: absent, not computed
 
 
 def _fill(cls: type[T], table: _Table, overrides: Mapping[str, object] | None = None) -> T:

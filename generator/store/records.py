@@ -207,23 +207,27 @@ class CpuPart:
 @dataclass(frozen=True)
 class CudaPart:
     """The CUDA program's part of a simulated row (Prediction's fields of the same names): its tensor peak and
-    phase, the caching allocator's reserves replaying it, and the model's counts."""
+    phase, the caching allocator's reserves replaying it, and the model's counts. The reserve with expandable
+    segments is None where it was not replayed: a question about the default allocator alone (fit --target gpu)
+    does not ask for it."""
 
     cuda_tensor_peak_bytes: int
     cuda_phase: str
     cuda_reserved_bytes: int
-    cuda_expandable_bytes: int
     parameters: int
     trainable_parameters: int
     method: str
     seconds: float = 0.0
     lora_targets: str = ""
     quantization_bytes: int = 0
+    cuda_expandable_bytes: int | None = None
 
 
 def joined(cpu: CpuPart, cuda: CudaPart) -> Prediction:
     """The whole prediction of a row from its two programs' parts (the counts are the model's, the same in
-    both; the seconds are both simulations')."""
+    both; the seconds are both simulations'); the CUDA part must hold both of its reserves."""
+    if cuda.cuda_expandable_bytes is None:
+        raise ValueError("a CUDA part without its expandable-segments reserve makes no whole prediction")
     return Prediction(**{**vars(cuda), **vars(cpu), "seconds": cpu.seconds + cuda.seconds})
 
 

@@ -3,7 +3,8 @@ again (another budget, `refresh` after an interruption, the same row in `predict
 again, and a question about one target (fit --target gpu) simulates one program. A tensor peak depends only on the
 config, the row, the program, the LoRA targets, the library versions and the simulator's code, and the key is made
 of exactly those; a simulation under any other is simulated afresh. What is read back is the part that was written,
-field for field, so an answer from the cache equals the simulation's to the byte.
+field for field, so an answer from the cache equals the simulation's to the byte. A CUDA part kept without its
+expandable-segments reserve (fit --target gpu does not replay it) serves only questions that do not ask for it.
 
 Where: $MEMORY_BUDGET_CACHE, else $XDG_CACHE_HOME/memory-budget, else ~/.cache/memory-budget;
 MEMORY_BUDGET_CACHE=off keeps nothing. The files are the cache's own: one that cannot be read, or that holds
@@ -74,7 +75,8 @@ def save(key: SimulationKey, part: CpuPart | CudaPart) -> None:
     root = cache_root()
     if root is None:
         return
-    document = {"schema_version": CACHE_SCHEMA, "key": asdict(key), "part": asdict(part)}
+    fields = {name: value for name, value in asdict(part).items() if value is not None}  # None: not computed
+    document = {"schema_version": CACHE_SCHEMA, "key": asdict(key), "part": fields}
     try:
         write_atomic(key.path(root), tomli_w.dumps(document))
     except OSError:
