@@ -61,3 +61,31 @@ def test_tasks_with_families_answer_in_the_order_asked() -> None:
     """Run in worker processes, every task is run once and the answers come back in the order asked."""
     found = parallel.starmap(_after, [(0.05, index) for index in range(6)], 2, ["a", "b", "b", "a", "a", "b"])
     assert [value for value, _ in found] == list(range(6))
+
+
+def _garbage(count: int) -> int:
+    for _ in range(count):  # cycles that only the collector frees
+        cycle: list = []
+        cycle.append(cycle)
+    return count
+
+
+def test_a_worker_collects_between_tasks_once_it_made_enough_and_never_after_the_last(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's collector runs before a task once the tasks before it made more than COLLECT_PAST objects since
+    its last run: never after the last task, whose cycles die with the worker."""
+    collections: list[int] = []
+    monkeypatch.setattr(parallel.gc, "collect", lambda: collections.append(parallel.gc.get_count()[0]) or 0)
+    monkeypatch.setattr(parallel, "COLLECT_PAST", 10_000)
+    monkeypatch.setattr(parallel, "_CLAIMED", multiprocessing.Array("b", 4))
+    was_on = parallel.gc.isenabled()
+    parallel.gc.disable()
+    parallel.gc.freeze()
+    try:
+        done = parallel._work(_garbage, [(6_000,), (6_000,), (100,), (20_000,)], [None] * 4)
+    finally:
+        parallel.gc.unfreeze()
+        if was_on:
+            parallel.gc.enable()
+    assert [index for index, _ in done] == [0, 1, 2, 3]
+    assert len(collections) == 1 and collections[0] > 10_000  # before the third task, and not after the fourth
