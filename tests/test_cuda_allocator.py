@@ -146,6 +146,15 @@ def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monk
         assert now == _states(_Before(expandable), traces[0]) == _states(_LinearScans(expandable), traces[0])
 
 
+def _listed(allocator: CachingAllocator) -> dict[str, list[tuple[int, int, int]]]:
+    """Each pool's free list as (size, segment, offset), each entry checked to carry its own free block."""
+    for entries in allocator.free_blocks.values():
+        for size, segment, offset, block in entries:
+            assert (block.size, block.segment, block.offset, block.free) == (size, segment, offset, True)
+            assert any(other is block for other in allocator.segments[segment].blocks)
+    return {pool: [entry[:3] for entry in entries] for pool, entries in allocator.free_blocks.items()}
+
+
 def _state(allocator: CachingAllocator) -> list[tuple[str, int, list[tuple[int, int, bool]]]]:
     """Every segment's pool and size, and its blocks in address order as (offset, size, free)."""
     return [(s.pool, s.size, [(b.offset, b.size, b.free) for b in s.blocks]) for s in allocator.segments]
@@ -164,11 +173,11 @@ def test_blocks_split_merge_and_are_reused_by_hand() -> None:
     a.malloc("a", 600 * 1024)  # small pool: a 2 MiB segment, split
     a.malloc("b", 600 * 1024)  # the best fit: the rest of it
     assert _state(a) == [("small", 2 * MIB, [(0, 614400, False), (614400, 614400, False), (1228800, 868352, True)])]
-    assert a.free_blocks == {"small": [(868352, 0, 1228800)], "large": []}
+    assert _listed(a) == {"small": [(868352, 0, 1228800)], "large": []}
     a.free("a")
-    assert a.free_blocks["small"] == [(614400, 0, 0), (868352, 0, 1228800)]
+    assert _listed(a)["small"] == [(614400, 0, 0), (868352, 0, 1228800)]
     a.free("b")  # merged with both neighbours: one free block again
-    assert _state(a) == [("small", 2 * MIB, [(0, 2 * MIB, True)])] and a.free_blocks["small"] == [(2 * MIB, 0, 0)]
+    assert _state(a) == [("small", 2 * MIB, [(0, 2 * MIB, True)])] and _listed(a)["small"] == [(2 * MIB, 0, 0)]
     a.malloc("c", 2 * MIB)  # the large pool: a 20 MiB segment, split
     a.malloc("d", MIB)  # exactly 1 MiB: the small pool, from the merged block
     assert _state(a) == [("small", 2 * MIB, [(0, MIB, False), (MIB, MIB, True)]),
@@ -186,5 +195,5 @@ def test_expandable_segments_grow_one_segment_a_pool_by_hand() -> None:
     assert _state(a) == [("large", 40 * MIB, [(0, 3 * MIB, False), (3 * MIB, 30 * MIB, False),
                                               (33 * MIB, 7 * MIB, True)]),
                          ("small", 2 * MIB, [(0, 102400, False), (102400, 2 * MIB - 102400, True)])]
-    assert a.free_blocks == {"small": [(2 * MIB - 102400, 1, 102400)], "large": [(7 * MIB, 0, 33 * MIB)]}
+    assert _listed(a) == {"small": [(2 * MIB - 102400, 1, 102400)], "large": [(7 * MIB, 0, 33 * MIB)]}
     assert (a.reserved, a.peak_reserved) == (42 * MIB, 42 * MIB)

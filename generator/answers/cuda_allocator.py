@@ -93,12 +93,15 @@ class Segment:
     pool: str
     size: int
     last: Block | None = None  # the block at the highest address
-    at: dict[int, Block] = field(default_factory=dict)  # each block by its offset
 
     @property
     def blocks(self) -> list[Block]:
         """The segment's blocks in address order."""
-        return sorted(self.at.values(), key=lambda block: block.offset)
+        found, block = [], self.last
+        while block is not None:
+            found.append(block)
+            block = block.before
+        return found[::-1]
 
     def add(self, block: Block, after: Block | None) -> None:
         """Put a new block in the segment, just after ``after`` (None: it is the first)."""
@@ -109,7 +112,6 @@ class Segment:
             block.after.before = block
         else:
             self.last = block
-        self.at[block.offset] = block
 
     def remove(self, block: Block) -> None:
         """Take a block out of the segment (merged into the one before it)."""
@@ -119,60 +121,73 @@ class Segment:
             block.after.before = block.before
         else:
             self.last = block.before
-        del self.at[block.offset]
+
+
+FreeEntry = tuple[int, int, int, Block]  # a free block in its pool's list: (size, segment, offset, the block)
 
 
 class CachingAllocator:
     """Replays malloc and free; reports bytes reserved (segments) and allocated (live blocks), and their peaks.
 
-    Each free block is found by bisection in its pool's list sorted by (size, segment, offset), and by its offset
-    in its segment; a block's neighbours are linked to it, so every request and free costs a bisection, not a
-    walk of the segment (an expandable segment holds every block of its pool)."""
+    Each free block is listed in its pool's list sorted by (size, segment, offset), with the block, and found
+    there by bisection; a block's neighbours are linked to it, so every request and free costs a bisection, not a
+    walk of the segment (an expandable segment holds every block of its pool). A replay walks every storage a
+    simulation makes and frees, a hundred thousand for a deep model's generation, so the request's rounding and
+    pool are worked out once a size, and a request and a free each run in one method."""
 
     def __init__(self, expandable: bool = False) -> None:
         self.expandable = expandable
         self.segments: list[Segment] = []
-        self.free_blocks: dict[str, list[tuple[int, int, int]]] = {"small": [], "large": []}  # (size, seg, offset)
+        self.free_blocks: dict[str, list[FreeEntry]] = {"small": [], "large": []}
         self.live: dict[object, Block] = {}
         self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
         self.expandable_segment: dict[str, int] = {}
+        self.requests: dict[int, tuple[int, str]] = {}  # a request's size -> its rounded size and pool
 
     def malloc(self, key: object, size: int) -> None:
         """Serve one request under the caller's key (a storage). An empty storage takes no memory."""
         if size == 0:
             return
-        size = rounded(size)
-        pool = pool_of(size)
-        block = self._best_fit(pool, size) or self._grow(pool, size)
-        self._take(block, size)
+        request = self.requests.get(size)
+        if request is None:  # the rounded size and the pool, once for each size asked
+            request = self.requests[size] = (rounded(size), pool_of(rounded(size)))
+        size, pool = request
+        candidates = self.free_blocks[pool]  # sorted by size: the first at least `size` long is the best fit
+        position = bisect_left(candidates, (size, -1, -1))
+        block = candidates.pop(position)[3] if position < len(candidates) else self._grow(pool, size)
+        block.free = False
+        remaining = block.size - size
+        if worth_splitting(pool, remaining):
+            block.size = size
+            rest = Block(block.segment, block.offset + size, remaining)
+            self.segments[block.segment].add(rest, block)
+            insort(candidates, (remaining, rest.segment, rest.offset, rest))
         self.live[key] = block
         self.allocated += block.size
         if self.allocated > self.peak_allocated:
             self.peak_allocated = self.allocated
 
     def free(self, key: object) -> None:
-        """Return a request's block to its pool, merged with free neighbours in its segment."""
+        """Return a request's block to its pool, merged with free neighbours in its segment (the freed block was
+        live, so only they are in the free list)."""
         block = self.live.pop(key, None)
         if block is None:  # an empty storage
             return
         self.allocated -= block.size
         segment = self.segments[block.segment]
+        candidates = self.free_blocks[segment.pool]
         block.free = True
         after, before = block.after, block.before
         if after is not None and after.free:  # the later one first
-            self._merge(segment, block, after)
+            _unlist(candidates, after)
+            block.size += after.size
+            segment.remove(after)
         if before is not None and before.free:
-            self._merge(segment, before, block)
+            _unlist(candidates, before)
+            before.size += block.size
+            segment.remove(block)
             block = before
-        insort(self.free_blocks[segment.pool], (block.size, block.segment, block.offset))
-
-    def _best_fit(self, pool: str, size: int) -> Block | None:
-        candidates = self.free_blocks[pool]  # sorted by size: the first at least `size` long is the best fit
-        position = bisect_left(candidates, (size, -1, -1))
-        if position == len(candidates):
-            return None
-        _, segment, offset = candidates.pop(position)
-        return self.segments[segment].at[offset]
+        insort(candidates, (block.size, block.segment, block.offset, block))
 
     def _grow(self, pool: str, size: int) -> Block:
         if not self.expandable:
@@ -200,39 +215,22 @@ class CachingAllocator:
             tail = Block(number, segment.size - grown, 0)
             segment.add(tail, segment.last)
         else:
-            self._unindex((tail.size, number, tail.offset), pool)
+            _unlist(self.free_blocks[pool], tail)
         tail.size += grown
         return tail
-
-    def _take(self, block: Block, size: int) -> None:
-        segment = self.segments[block.segment]
-        block.free = False
-        remaining = block.size - size
-        if worth_splitting(segment.pool, remaining):
-            block.size = size
-            rest = Block(block.segment, block.offset + size, remaining)
-            segment.add(rest, block)
-            insort(self.free_blocks[segment.pool], (remaining, rest.segment, rest.offset))
-
-    def _merge(self, segment: Segment, first: Block, second: Block) -> None:
-        """Merge a free block with the free one after it (``second``)."""
-        self._unindex((first.size, first.segment, first.offset), segment.pool)
-        self._unindex((second.size, second.segment, second.offset), segment.pool)
-        first.size += second.size
-        first.free = True
-        segment.remove(second)
-
-    def _unindex(self, entry: tuple[int, int, int], pool: str) -> None:
-        """Take a block out of its pool's free list, if it is there (found by bisection: the list is sorted)."""
-        candidates = self.free_blocks[pool]
-        position = bisect_left(candidates, entry)
-        if position < len(candidates) and candidates[position] == entry:
-            del candidates[position]
 
     def _reserve(self, n_bytes: int) -> None:
         self.reserved += n_bytes
         if self.reserved > self.peak_reserved:
             self.peak_reserved = self.reserved
+
+
+def _unlist(candidates: list[FreeEntry], block: Block) -> None:
+    """Take a free block out of its pool's free list (found by bisection: the list is sorted)."""
+    entry = (block.size, block.segment, block.offset, block)
+    position = bisect_left(candidates, entry)
+    if position < len(candidates) and candidates[position] == entry:
+        del candidates[position]
 
 
 def replay(events: list[tuple[object, int, bool]], expandable: bool = False) -> CachingAllocator:
