@@ -74,6 +74,15 @@ def test_off_keeps_nothing(monkeypatch, tmp_path: Path) -> None:
     assert simulations.cache_root() == tmp_path / "memory-budget"
 
 
+def test_with_nothing_kept_no_key_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEMORY_BUDGET_CACHE=off: each part is simulated, and no key made (the code's hash reads every module)."""
+    monkeypatch.setenv("MEMORY_BUDGET_CACHE", "off")
+    monkeypatch.setattr(simulation, "simulation_key", lambda *_: pytest.fail("a key made with nothing kept"))
+    source, row = resolve_model(str(TINY_MODEL)), parse_row("infer-b2-s32")
+    assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(simulation.simulate(row, source),
+                                                                                  seconds=0.0)
+
+
 def test_a_question_about_one_target_simulates_its_program_only(monkeypatch, kept: Path) -> None:
     """fit --target gpu reads CUDA's part, --target cpu the CPU's: each equals that part of the whole simulation,
     and a whole prediction asked later simulates only the parts not yet kept whole (fit --target gpu keeps CUDA's

@@ -8,6 +8,7 @@ temporaries. Gradients are recognised as they are accumulated, AdamW's moments o
 buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
 
 import contextlib
+import functools
 import gc
 import time
 from collections.abc import Iterator
@@ -142,20 +143,26 @@ def simulation_key(row: RowSpec, source: ModelSource, program: str) -> Simulatio
     """What a kept part of this row is filed under: the config, the row, the program, the LoRA targets, the
     library versions and the simulator (its method and the hash of its code, so an edit is never served
     stale)."""
-    # each version from the library's metadata, which its __version__ repeats (torch 2.13.0+cpu): importing torch,
-    # transformers, peft and bitsandbytes costs a second or more that a kept answer would spend on its key alone
-    libraries = ", ".join(f"{name} {metadata.version(name)}" for name in ("torch", "transformers", "peft"))
-    if uses_bitsandbytes(row):
-        libraries += f", bitsandbytes {metadata.version('bitsandbytes')}"
     return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
-                         libraries=libraries, simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}",
-                         program=program)
+                         libraries=_libraries(uses_bitsandbytes(row)),
+                         simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}", program=program)
+
+
+@functools.cache
+def _libraries(with_bitsandbytes: bool) -> str:
+    """The library versions a key names, each from the library's metadata, which its __version__ repeats (torch
+    2.13.0+cpu): importing torch, transformers, peft and bitsandbytes costs a second or more that a kept answer would
+    spend on its key alone. Read once a process: a read of the metadata takes half a millisecond."""
+    names = ("torch", "transformers", "peft", *(("bitsandbytes",) if with_bitsandbytes else ()))
+    return ", ".join(f"{name} {metadata.version(name)}" for name in names)
 
 
 def simulate_kept_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:
     """simulate_part, or the same part kept on disk from an earlier run (generator/store/simulations.py); a
     CUDA part kept without the expandable reserve serves only a question that does not ask for it, and is
     simulated again, and kept whole, for one that does."""
+    if simulations.cache_root() is None:  # nothing is kept: no key to make (the code's hash reads every module)
+        return simulate_part(row, source, program, expandable)
     key = simulation_key(row, source, program)
     found = simulations.load(key)
     if found is None or (expandable and isinstance(found, CudaPart) and found.cuda_expandable_bytes is None):
