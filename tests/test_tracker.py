@@ -60,3 +60,20 @@ def test_a_replayed_tracker_is_the_whole_replay_on_every_architecture(path) -> N
     for row_id, program in (("train-b2-s16-amp", CUDA), ("gen-b2-s16-n4-bf16", CUDA), ("train-b2-s16-lora8", CPU)):
         tracker, _, _ = _run(parse_row(row_id), source, program)
         _same(tracker.journal)
+
+
+def test_a_gpu_part_reads_only_the_lean_pass_and_equals_the_whole_replays() -> None:
+    """The GPU's part (its tensor peak, phase and reserves) is made from the lean pass alone, and is the part the
+    whole replay gives; the CPU's reads the split, from the whole replay."""
+    from generator.predict.fake_run import model_facts
+    from generator.predict.simulate import METHOD, _cpu_part, _cuda_part
+
+    row = parse_row("train-b2-s16-amp")
+    tracker, prepared, _ = _run(row, resolve_model(str(ARCHITECTURES[0])), CUDA)
+    facts = model_facts(prepared, row)
+    replayed = StorageTracker.replay(tracker.journal)
+    gpu = _cuda_part(replayed, facts, row, METHOD, 0.0)
+    assert "_whole" not in vars(replayed)
+    assert gpu == _cuda_part(StorageTracker.replay_whole(tracker.journal), facts, row, METHOD, 0.0)
+    assert _cpu_part(replayed, facts, row, METHOD, 0.0) == _cpu_part(tracker, facts, row, METHOD, 0.0)
+    assert "_whole" in vars(replayed)

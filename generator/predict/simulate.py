@@ -107,11 +107,16 @@ def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     return joined(simulate_part(row, source, "cpu"), simulate_part(row, source, "cuda"))  # type: ignore[arg-type]
 
 
-def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec) -> tuple[int, str, dict, dict, list]:
-    """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py)."""
+def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec,
+          split: bool = True) -> tuple[int, str, dict, dict, list]:
+    """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py);
+    without ``split`` (a GPU's part) the run's split and phase peaks are not read ({}), so a tracker replayed from
+    its journal needs only its lean pass (tracker.py)."""
     if row.sharding:
         card = per_card(tracker, row, facts.whole)
         return card.peak, card.phase, card.split, card.phase_peaks, card.events
+    if not split:
+        return tracker.peak, tracker.peak_phase, {}, {}, tracker.events
     return tracker.peak, tracker.peak_phase, tracker.peak_split, tracker.phase_peaks, tracker.events
 
 
@@ -133,7 +138,7 @@ def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method:
                expandable: bool = True) -> CudaPart:
     """The GPU program's tensor peak and phase, and the caching allocator's reserve replaying it; with expandable
     segments too where asked (each replay of a deep model's trace walks a hundred thousand events)."""
-    peak, phase, _, _, events = _card(tracker, facts, row)
+    peak, phase, _, _, events = _card(tracker, facts, row, split=False)
     return CudaPart(cuda_tensor_peak_bytes=peak, cuda_phase=phase, cuda_reserved_bytes=replay(events).peak_reserved,
                     cuda_expandable_bytes=replay(events, expandable=True).peak_reserved if expandable else None,
                     **_counts(facts, method, seconds))
