@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TESTS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
@@ -215,6 +217,18 @@ def test_runs_that_nest_or_follow_closely_are_found_and_split() -> None:
     found = depth.shape(journals)
     assert found is not None and found.aligner == "matcher" and len(found.runs) > len(found.found)
     assert depth.extend(journals, 7) == _keyed_by_place(_foreach_journal(8))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=30), st.lists(st.integers(0, 3), max_size=40), st.integers(0, 30),
+       st.integers(0, 40), st.sampled_from((*inserted_runs.WINDOWS, 1, 2)))
+def test_a_run_resumes_where_the_plain_window_comparison_says(base, longer, i, j, window) -> None:
+    """_resumes checks a place's first entry before its window: the same answer as comparing every window."""
+    i, j = min(i, len(base)), min(j, len(longer))
+    width = min(window, len(base) - i)
+    plain = next((n for n in range(1, len(longer) - j - width + 1)
+                  if longer[j + n:j + n + width] == base[i:i + width]), None)
+    assert inserted_runs._resumes(base, i, longer, j, window) == plain
 
 
 def test_a_batch_that_takes_other_paths_reads_its_shape_from_three_depths(tmp_path: Path,

@@ -37,8 +37,9 @@ def _resumes(base: list[Token], i: int, longer: list[Token], j: int, window: int
     """The shortest run of ``longer`` from j after which it agrees with ``base`` from i for ``window`` entries
     (or to base's end)."""
     window = min(window, len(base) - i)
-    return next((n for n in range(1, len(longer) - j - window + 1)
-                 if longer[j + n:j + n + window] == base[i:i + window]), None)
+    after, first = base[i:i + window], base[i] if window else None
+    return next((n for n in range(1, len(longer) - j - window + 1)  # the first entry checked before the window
+                 if (not window or longer[j + n] == first) and longer[j + n:j + n + window] == after), None)
 
 
 def _matched(base: list[Token], longer: list[Token]) -> list[Run] | None:
