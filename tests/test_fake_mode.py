@@ -199,3 +199,27 @@ def test_the_check_catches_a_custom_operator_learnt_wrong(monkeypatch: pytest.Mo
                                                                     for spec in specs)))
     with pytest.raises(AssertionError, match="made other tensors"):
         fake_run._run(row, source, CUDA)
+
+
+def test_a_key_made_before_the_call_is_handed_over_once_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key _learn made for a call is what FakeTensorMode gets for that call (not made again), only for that
+    call and only once; the check refuses one that is not FakeTensorMode's."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode, _CacheKeyState
+
+    made: list[Any] = []
+    real = FakeTensorMode._cache_key
+    monkeypatch.setattr(FakeTensorMode, "_cache_key", lambda self, *rest: made.append(rest[1]) or real(self, *rest))
+    monkeypatch.setattr(fake_mode, "CHECK_KEYS", False)
+    mode = fake_mode.tracking_fake_mode(None)
+    add, args = torch.ops.aten.add.Tensor, (1, 2)
+    mode.pending_key = (add, args, {}, "handed over")
+    assert mode._cache_key(_CacheKeyState(None), add, args, {}) == "handed over" and made == []
+    assert mode._cache_key(_CacheKeyState(None), add, args, {}) != "handed over"  # once: then FakeTensorMode's
+    mode.pending_key = (add, tuple([1, 2]), {}, "handed over")  # another call, though alike: FakeTensorMode's own key
+    assert mode._cache_key(_CacheKeyState(None), add, args, {}) != "handed over"
+    assert made == [add, add]
+    monkeypatch.setattr(fake_mode, "CHECK_KEYS", True)
+    mode.pending_key = (add, args, {}, "not its key")
+    with pytest.raises(AssertionError, match="not FakeTensorMode's"):
+        mode._cache_key(_CacheKeyState(None), add, args, {})

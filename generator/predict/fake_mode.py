@@ -12,8 +12,11 @@ added here and two answers made directly (points 6 and 7, fake_hits.py).
    so two calls with the same key have the same FakeTensorMode key. It is learnt, with FakeTensorMode's entry, the
    first time FakeTensorMode caches a call under it; a later call with that key is answered from the entry by
    FakeTensorMode's own code, as a hit in its cache is. Calls FakeTensorMode does not cache are not learnt this
-   way (point 4 learns a few kinds by their outputs). With ``CHECK_KEYS`` on, every such answer first checks that
-   the call's FakeTensorMode key is the learnt one (tests/test_fake_mode.py runs every architecture's set-ups so).
+   way (point 4 learns a few kinds by their outputs). FakeTensorMode's key for a call being learnt is made once:
+   the mode hands FakeTensorMode the one it made just before the call (``_cache_key``), where each was made twice
+   (0.72 s of keys in a one-process fit, half of them again). With ``CHECK_KEYS`` on, every such answer first
+   checks that the call's FakeTensorMode key is the learnt one, and each key handed over that it is the one
+   FakeTensorMode makes (tests/test_fake_mode.py runs every architecture's set-ups so).
 3. **It asks ``aten._unsafe_view`` as ``aten.view``.** FakeTensorMode's cache refuses the first ("unsafe view"),
    and it runs it by its Python decomposition, which calls ``aten.view`` on the same arguments (``_reshape_alias``
    in torch/_decomp/decompositions.py), so each such call (a matmul's reshaped output, hundreds a step) took the
@@ -133,6 +136,18 @@ def _mode_class() -> Any:
         def _should_skip_dynamo(cls) -> bool:
             return False  # point 5: no dynamo guard around __torch_dispatch__, as nothing here is compiled
 
+        pending_key: tuple[Any, ...] | None = None  # point 2: (func, args, kwargs, its key), for the call _learn runs
+
+        def _cache_key(self, state: Any, func: Any, args: Any, kwargs: Any) -> Any:
+            """FakeTensorMode's key, or the one _learn made for this very call just before (point 2)."""
+            pending, self.pending_key = self.pending_key, None
+            if pending is None or pending[0] is not func or pending[1] is not args or (
+                    pending[2] is not kwargs and (pending[2] or kwargs)):  # FakeTensorMode gives {} for no kwargs
+                return super()._cache_key(state, func, args, kwargs)
+            if CHECK_KEYS and super()._cache_key(state, func, args, kwargs) != pending[3]:
+                raise AssertionError(f"{func}: the key made before the call is not FakeTensorMode's")
+            return pending[3]
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             handler = _DISPATCH_META_HANDLERS.get(func)
             if handler is not None:  # a tensor's device, sizes or strides asked: what FakeTensorMode answers first,
@@ -200,7 +215,11 @@ def _learn(mode: Any, base: Any, state: Any, key: tuple[Any, ...], func: Any, ty
         cache_key = mode._cache_key(state, func, args, kwargs)  # before the call, which may change its arguments
     except fake_tensor._BypassDispatchCache:
         cache_key = None
-    out = base.dispatch(mode, func, types, args, kwargs)
+    mode.pending_key = None if cache_key is None else (func, args, kwargs, cache_key)  # not made twice
+    try:
+        out = base.dispatch(mode, func, types, args, kwargs)
+    finally:
+        mode.pending_key = None
     entry = None if cache_key is None else base.cache.get(cache_key)
     if isinstance(entry, fake_tensor._DispatchCacheValidEntry) and not state.known_symbols:
         LEARNT[key] = (cache_key, entry)
