@@ -1,8 +1,6 @@
 """Which model a row measures: the shipped SmolLM2-135M-Instruct config (random weights), another config
 file, a local folder with weights, or a hub id. Resolved and checked in the parent, built in the worker."""
 
-import functools
-import gc
 import hashlib
 import json
 import os
@@ -10,11 +8,10 @@ import socket
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 from urllib.parse import urlparse
 
 from generator.escaping import one_line_error
+from generator.libraries import transformers_config
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 # name -> file in generator/models/ (where each came from: generator/models/README.md)
@@ -131,33 +128,9 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-@functools.cache
-def _transformers() -> Any:
-    """transformers' config factory and its causal and masked LM names, imported once (torch with them), with
-    Python's cyclic collector paused, and what the import made then frozen (gc.freeze: no collection walks it
-    again). The import makes about a million objects that live as long as the process, and the collector's passes
-    over them, as they were made and after, took a quarter of a second of every command that reads a config
-    (resolve_model 1.71 s against 1.96 s). This is the gc documentation's advice for a process that forks, as
-    fit and predict do; the collector runs as before for everything made later."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        from transformers import AutoConfig
-        from transformers.models.auto.modeling_auto import (
-            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-        )
-    finally:
-        gc.freeze()
-        if was_on:
-            gc.enable()
-    return SimpleNamespace(AutoConfig=AutoConfig, causal=MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                           masked=MODEL_FOR_MASKED_LM_MAPPING_NAMES)
-
-
 def _check_causal_lm(config: dict, where: str) -> int:
     """Refuse what is not a causal LM transformers can build; return its maximum positions (0: no limit)."""
-    found = _transformers()
+    found = transformers_config()
     model_type = config.get("model_type")
     if model_type not in found.causal:
         raise ModelError(f"--model {where}: model_type {model_type!r} is not a causal language model "

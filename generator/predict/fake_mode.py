@@ -139,14 +139,7 @@ def _mode_class() -> Any:
         pending_key: tuple[Any, ...] | None = None  # point 2: (func, args, kwargs, its key), for the call _learn runs
 
         def _cache_key(self, state: Any, func: Any, args: Any, kwargs: Any) -> Any:
-            """FakeTensorMode's key, or the one _learn made for this very call just before (point 2)."""
-            pending, self.pending_key = self.pending_key, None
-            if pending is None or pending[0] is not func or pending[1] is not args or (
-                    pending[2] is not kwargs and (pending[2] or kwargs)):  # FakeTensorMode gives {} for no kwargs
-                return super()._cache_key(state, func, args, kwargs)
-            if CHECK_KEYS and super()._cache_key(state, func, args, kwargs) != pending[3]:
-                raise AssertionError(f"{func}: the key made before the call is not FakeTensorMode's")
-            return pending[3]
+            return _handed_key(self, FakeTensorMode, state, func, args, kwargs)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             handler = _DISPATCH_META_HANDLERS.get(func)
@@ -175,6 +168,18 @@ def _mode_class() -> Any:
                 self.tracking = False
 
     return _SimulationFakeMode
+
+
+def _handed_key(mode: Any, base: Any, state: Any, func: Any, args: Any, kwargs: Any) -> Any:
+    """FakeTensorMode's key for a call (``base._cache_key``), or the one _learn made for this very call just before
+    (point 2), once; with CHECK_KEYS, checked to be FakeTensorMode's."""
+    pending, mode.pending_key = mode.pending_key, None
+    if pending is None or pending[0] is not func or pending[1] is not args or (
+            pending[2] is not kwargs and (pending[2] or kwargs)):  # FakeTensorMode gives {} for no kwargs
+        return base._cache_key(mode, state, func, args, kwargs)
+    if CHECK_KEYS and base._cache_key(mode, state, func, args, kwargs) != pending[3]:
+        raise AssertionError(f"{func}: the key made before the call is not FakeTensorMode's")
+    return pending[3]
 
 
 def _dispatch(mode: Any, base: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
