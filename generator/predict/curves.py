@@ -27,7 +27,7 @@ from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
 from generator.predict import parallel
-from generator.predict.simulate import METHOD, simulate_kept, try_simulate_part
+from generator.predict.simulate import METHOD, simulate_kept, try_parts
 from generator.store.environment import Environment
 from generator.store.fit_table import Curve, FitTable, Simulated, libraries
 from generator.store.recorded_curves import RecordedCurves
@@ -103,14 +103,9 @@ class Point(NamedTuple):
 
 
 def simulated(row_id: str, source: ModelSource) -> tuple[Point | None, str]:
-    """A curve's batch, or the row's one-line reason: the CPU's program first, and the GPU's only where the
-    CPU's ran (as try_simulate)."""
-    row = parse_row(row_id)
-    cpu, error = try_simulate_part(row, source, "cpu")
-    if cpu is None:
-        return None, error
-    cuda, error = try_simulate_part(row, source, "cuda", expandable=False)
-    return (None, error) if cuda is None else (Point(cpu, cuda), "")  # type: ignore[arg-type]
+    """A curve's batch, or the row's one-line reason (try_parts, without the expandable reserve)."""
+    parts, error = try_parts(parse_row(row_id), source, expandable=False)
+    return (None, error) if parts is None else (Point(*parts), "")
 
 
 def _search_edges(points: dict[int, Point], source: ModelSource, template: str, edges: tuple[Edge, ...],

@@ -202,8 +202,18 @@ def joined_or_reason(cpu: tuple[CpuPart | CudaPart | None, str],
     return joined(cpu[0], cuda[0]), ""  # type: ignore[arg-type]
 
 
-def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
-    """simulate_kept, or the row's one-line reason (try_simulate_part): the CPU's program first, and the GPU's
-    only where the CPU's ran."""
+def try_parts(row: RowSpec, source: ModelSource,
+              expandable: bool = True) -> tuple[tuple[CpuPart, CudaPart] | None, str]:
+    """The row's two parts (try_simulate_part), or its one-line reason: the CPU's program first, and the GPU's
+    only where the CPU's ran (with the expandable reserve where ``expandable``)."""
     cpu = try_simulate_part(row, source, "cpu")
-    return (None, cpu[1]) if cpu[0] is None else joined_or_reason(cpu, try_simulate_part(row, source, "cuda"))
+    if cpu[0] is None:
+        return None, cpu[1]
+    cuda = try_simulate_part(row, source, "cuda", expandable)
+    return (None, cuda[1]) if cuda[0] is None else ((cpu[0], cuda[0]), "")  # type: ignore[return-value]
+
+
+def try_simulate(row: RowSpec, source: ModelSource) -> tuple[Prediction | None, str]:
+    """simulate_kept, or the row's one-line reason (try_parts)."""
+    parts, error = try_parts(row, source)
+    return (None, error) if parts is None else (joined(*parts), "")
