@@ -223,3 +223,40 @@ def test_a_key_made_before_the_call_is_handed_over_once_and_checked(monkeypatch:
     mode.pending_key = (add, args, {}, "not its key")
     with pytest.raises(AssertionError, match="not FakeTensorMode's"):
         mode._cache_key(_CacheKeyState(None), add, args, {})
+
+
+def _plain_values() -> Any:
+    """Arguments of the plain types (fake_mode's ``found.plain``), nested in lists, tuples and dicts as operators
+    take them."""
+    import torch
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(), st.text(max_size=3),
+                       st.sampled_from([torch.float32, torch.bfloat16, torch.device("cpu"), torch.device("cuda", 0),
+                                        torch.strided, torch.contiguous_format]))
+    return st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                                                        st.dictionaries(st.text(max_size=2), inner, max_size=2)),
+                        max_leaves=8)
+
+
+def test_a_plain_argument_is_keyed_as_the_general_path_keys_it() -> None:
+    """The shortcut for an argument of a plain type appends what the general path's last line appends: keys made
+    with it and without it (``plain`` emptied) are equal, for any nesting of such arguments beside a fake tensor."""
+    import torch
+    from hypothesis import given, settings
+
+    found = fake_mode._torch()
+    general = type(found)(**{**vars(found), "plain": frozenset()})
+    with fake_mode.tracking_fake_mode(StorageTracker()) as mode:
+        tensor = torch.ones(2, 3)
+
+    @settings(max_examples=300, deadline=None)
+    @given(_plain_values())
+    def keyed_alike(value: Any) -> None:
+        shortcut: list[Any] = []
+        everywhere: list[Any] = []
+        added = (fake_mode._add(mode, (tensor, value), shortcut, found),
+                 fake_mode._add(mode, (tensor, value), everywhere, general))
+        assert added[0] == added[1] and shortcut == everywhere
+
+    keyed_alike()

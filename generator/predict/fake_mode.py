@@ -65,8 +65,10 @@ def _torch() -> Any:
     from torch.utils._mode_utils import no_dispatch
 
     refused = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, FunctionType)  # FakeTensor is checked first
+    plain = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
     return SimpleNamespace(torch=torch, fake_tensor=fake_tensor, FakeTensor=fake_tensor.FakeTensor,
-                           get_proxy_mode=get_proxy_mode, refused=refused,
+                           get_proxy_mode=get_proxy_mode, refused=refused, plain=plain,
+                           plain_reads=torch._C.DisableTorchFunctionSubclass,
                            unsafe_view=torch.ops.aten._unsafe_view.default, view=torch.ops.aten.view.default,
                            item=torch.ops.aten._local_scalar_dense.default, no_dispatch=no_dispatch,
                            empty_strided=torch.ops.aten.empty_strided.default, leaves=pytree.tree_leaves)
@@ -74,7 +76,12 @@ def _torch() -> Any:
 
 def _add(mode: Any, argument: Any, key: list[Any], found: Any) -> bool:
     """Append what FakeTensorMode's key holds of an argument, read directly; False for an argument its cache never
-    takes (a real tensor, a symbolic size, a function, a fake tensor of another mode or with a constant)."""
+    takes (a real tensor, a symbolic size, a function, a fake tensor of another mode or with a constant). An argument
+    of a plain type (``found.plain``: a number, a string, None, a dtype, device, layout or memory format; none of
+    them refused, a sequence or unhashable) is appended as the last line would append it, without the checks."""
+    if type(argument) in found.plain:
+        key.append((type(argument), argument))
+        return True
     if isinstance(argument, found.FakeTensor):
         if argument.fake_mode is not mode or argument.constant is not None or argument.layout != found.torch.strided:
             return False
@@ -109,7 +116,8 @@ def call_key(mode: Any, func: Any, args: Any, kwargs: Any) -> tuple[Any, ...] | 
     torch = found.torch
     key = [func, torch.get_default_dtype(), torch._C._get_default_device(), torch.is_inference_mode_enabled(),
            found.get_proxy_mode() is not None]
-    return tuple(key) if _add(mode, args, key, found) and _add(mode, kwargs, key, found) else None
+    with found.plain_reads():  # a fake tensor's metadata read without its subclass's torch-function check: same values
+        return tuple(key) if _add(mode, args, key, found) and _add(mode, kwargs, key, found) else None
 
 
 def tracking_fake_mode(tracker: Any) -> Any:
