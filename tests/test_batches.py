@@ -1,8 +1,8 @@
 """The batch fast path (generator/predict/batches.py) is the simulation, byte for byte: on each of the 14
 architectures in tests/architectures/, for every set-up the answers are given for and both programs, a row asked
-at batches 2 and 3 and then 5 (where the line is read, and checked at the far batch) gives at 5 the figures
-and the trace that simulating those batches gives. A line is read only where the far batch lies on it, never for
-batch 1, and a row whose trace changes with the batch is simulated at every batch."""
+at batch 2 and then 5 (where the line to the far batch is read, and checked at batch 3) gives at 5 the figures
+and the trace that simulating that batch gives. A line is read only where its check lies on it, never for batch
+1, and a row whose trace changes with the batch is simulated at every batch."""
 
 import json
 from dataclasses import replace
@@ -52,27 +52,42 @@ def test_indexed_names_every_storage_by_the_entry_that_made_it() -> None:
                                             ("freed", 3), ("kind", 0, "weights"), ("freed", 2)]
 
 
-def test_a_line_is_read_at_the_third_batch_and_answers_the_others_without_a_run() -> None:
+def test_a_line_to_the_far_batch_is_read_at_the_second_batch_past_3_and_answers_the_others_without_a_run() -> None:
     asked: list[int] = []
     simulate = _stand_in(asked)
-    for batch in (1, 2, 6):
-        batches.along("row", batch, 100, simulate)
+    batches.along("row", 1, 100, simulate)
+    batches.along("row", 2, 100, simulate)
     tracker, counts, rerouted = batches.along("row", 40, 100, simulate)
-    assert asked == [1, 2, 6, 100]  # the third batch of 2 or more costs the far batch's run, not its own
+    assert asked == [1, 2, 100, 3]  # the far batch and the check at 3 are run, not the batch asked
     assert tracker.journal == batches.indexed(_journal(40)) and (counts, rerouted) == ("counts", False)
-    for batch in (3, 77, 100):
+    for batch in (3, 6, 77, 100):
         assert batches.along("row", batch, 100, simulate)[0].peak == StorageTracker.replay(_journal(batch)).peak
-    assert asked == [1, 2, 6, 100]
+    assert asked == [1, 2, 100, 3]
     batches.along("row", 1, 100, simulate)  # batch 1 takes other paths: it is always simulated
-    assert asked == [1, 2, 6, 100, 1]
+    assert asked == [1, 2, 100, 3, 1]
 
 
-def test_a_far_batch_off_the_line_leaves_every_batch_simulated() -> None:
+def test_after_batches_2_and_3_the_line_through_them_is_read_at_the_third_and_checked_at_the_far_batch() -> None:
     asked: list[int] = []
-    simulate = _stand_in(asked, off_line_at=100)
-    for batch in (2, 3, 5, 7):
+    simulate = _stand_in(asked)
+    for batch in (2, 3):
         batches.along("row", batch, 100, simulate)
-    assert asked == [2, 3, 100, 5, 7]
+    tracker, _, _ = batches.along("row", 40, 100, simulate)
+    assert asked == [2, 3, 100] and tracker.journal == batches.indexed(_journal(40))
+    assert batches.along("row", 9, 100, simulate)[0].peak == StorageTracker.replay(_journal(9)).peak
+    assert asked == [2, 3, 100]
+
+
+@pytest.mark.parametrize(("off_line_at", "asking", "expected"),
+                         [(100, (2, 3, 5, 7), [2, 3, 100, 5, 7]), (3, (2, 6, 8), [2, 100, 3, 6, 8]),
+                          (100, (2, 6, 8), [2, 100, 3, 6, 8])])
+def test_a_check_off_the_line_leaves_every_batch_simulated(off_line_at: int, asking: tuple[int, ...],
+                                                          expected: list[int]) -> None:
+    asked: list[int] = []
+    simulate = _stand_in(asked, off_line_at=off_line_at)
+    for batch in asking:
+        batches.along("row", batch, 100, simulate)
+    assert asked == expected
 
 
 def test_storages_freed_one_after_another_are_compared_in_the_order_they_were_made() -> None:
@@ -107,8 +122,9 @@ def _one_layer(path: Path, folder: Path) -> ModelSource:
 
 
 def _lines(source: ModelSource, row_id: str, name: str) -> bool:
-    """Whether the row reads a line; wherever it answers from one (batch 5, after 2 and 3), the answer is the
-    simulation's (each batch simulated, by the other fast paths where they answer)."""
+    """Whether the row reads a line; wherever it answers from one (batch 5, after 2: the line to the far batch,
+    checked at 3), the answer is the simulation's (each batch simulated, by the other fast paths where they
+    answer)."""
     row = parse_row(row_id)
     try:
         simulate_part(row, source, name)
@@ -116,7 +132,6 @@ def _lines(source: ModelSource, row_id: str, name: str) -> bool:
         with pytest.raises(type(error)):
             simulate_full(row, source, PROGRAMS[name])
         return False
-    simulate_part(replace(row, batch_size=3), source, name)
     five = replace(row, batch_size=5)
     found = simulate_part(five, source, name)
     tracker, facts, _ = simulate_full(five, source, PROGRAMS[name])

@@ -3,15 +3,23 @@ a dimension of one takes other paths: a copy skipped, a view kept), the same sto
 the same order at every batch, and each one's bytes are affine in the batch (its tensor's shape has the batch as
 one factor, or none). fit's search and the site's curves ask one row at many batches, so (``along``):
 
-1. the first two batches of 2 or more that a row is asked at are simulated, and their journals kept;
-2. asked a third, the line through those two is read: every entry alike but a storage's bytes, and each storage's
-   bytes a whole number of bytes more for each sequence of the batch;
-3. the far batch (the largest the tool allows at the row's length) is simulated, and must lie on that line, entry
-   for entry and byte for byte, with the model's counts unchanged.
+1. the first batch of 2 or more that a row is asked at is simulated, and its journal kept;
+2. asked a second, of 4 or more, the far batch (the largest the tool allows at the row's length) is simulated, and
+   the line through the two is read: every entry alike but a storage's bytes, and each storage's bytes a whole
+   number of bytes more for each sequence of the batch;
+3. batch 3 (``CHECKED_AT``) is simulated, and must lie on that line, entry for entry and byte for byte, with the
+   model's counts unchanged.
 
-Only then is the journal at any batch from the first checked to the far one written from the line and replayed
-(tracker.py). Where any check fails there is no line, and each batch is simulated. The answers are the
-simulation's, byte for byte, on every architecture and set-up tests/test_batches.py runs."""
+Only then is the journal at any batch from the first to the far one written from the line and replayed
+(tracker.py). Where any check fails there is no line, and each batch is simulated. A second batch of 3, or the far
+one, is simulated and kept instead, and a third is answered by the line through those two, checked at the far
+batch. The answers are the simulation's, byte for byte, on every architecture and set-up tests/test_batches.py runs.
+
+Why batch 3 and the far batch: every row that fit's search asks a third batch of costs the same three simulations
+(its first, and two more), but these two are the same batches for every set-up at a length, so the operators
+FakeTensorMode learns at their sizes (fake_mode.py) serve the other set-ups a process runs, where the batch its
+search asked second (a batch of its own) would have been learnt for that set-up alone: a second of a fit's 20 of
+simulation."""
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -25,6 +33,7 @@ from generator.predict.tracker import StorageTracker
 Entry = tuple[Any, ...]  # a tracker's journal entry (tracker.py)
 Simulated = tuple[StorageTracker, Any, bool]  # a run's tracker, the model's counts, whether experts were rerouted
 KEPT = 4  # the rows whose points and lines a process keeps: fit's search and a curve ask one row per program
+CHECKED_AT = 3  # the batch at which a line through a row's first batch and its far batch is checked
 
 
 def indexed(journal: Sequence[Entry]) -> list[Entry]:
@@ -94,8 +103,8 @@ ROWS: "OrderedDict[Hashable, _Row]" = OrderedDict()  # the rows asked most recen
 
 def along(key: Hashable, batch: int, far: int, simulate: Callable[[int], Simulated]) -> Simulated:
     """The row (``key``: it without its batch) at a batch: from its line where one is read and serves the batch,
-    else simulated (``simulate(batch)``); asked a third batch of 2 to ``far``, the line is read (the module's steps
-    2 and 3)."""
+    else simulated (``simulate(batch)``); asked a second batch of 4 to below ``far``, the line to the far batch is
+    read (the module's steps 2 and 3), else asked a third, the line through the two kept."""
     known = ROWS.setdefault(key, _Row())
     ROWS.move_to_end(key)
     while len(ROWS) > KEPT:
@@ -104,23 +113,44 @@ def along(key: Hashable, batch: int, far: int, simulate: Callable[[int], Simulat
         return StorageTracker.replay(at(known.line, batch)), known.line.facts, known.line.rerouted
     if not 2 <= batch <= far or known.failed or known.line is not None or batch in (p[0] for p in known.points):
         return simulate(batch)
+    if len(known.points) == 1 and known.points[0][0] < CHECKED_AT < batch < far:
+        return _read_line_to_far(known, batch, far, simulate)
     if len(known.points) < 2:
         found = simulate(batch)
-        known.points.append((batch, found[0].journal, found[1], found[2]))
+        known.points.append(_point(batch, found))
         return found
     return _read_line(known, batch, far, simulate)
 
 
+def _point(batch: int, found: Simulated) -> tuple[int, list[Entry], Any, bool]:
+    return batch, found[0].journal, found[1], found[2]
+
+
+def _checked(points: list[tuple[int, list[Entry], Any, bool]], check: int, found: Simulated, last: int) -> Line | None:
+    """The line through two points, served up to ``last``, where the run at batch ``check`` lies on it and every
+    run has the same counts; else None."""
+    (one, early, facts, rerouted), (two, late, *counts) = sorted(points, key=lambda point: point[0])
+    ends = [(one, indexed(early)), (two, indexed(late))]
+    steps = through(*ends)
+    alike = tuple(counts) == (facts, rerouted) == found[1:]
+    line = None if steps is None or not alike else Line(one, last, tuple(ends[0][1]), steps, facts, rerouted)
+    return None if line is None or indexed(found[0].journal) != at(line, check) else line
+
+
 def _read_line(known: _Row, batch: int, far: int, simulate: Callable[[int], Simulated]) -> Simulated:
     """The line through the row's two points, checked at the far batch; the batch asked from it, else simulated."""
-    (one, early, facts, rerouted), (two, late, *counts) = sorted(known.points, key=lambda point: point[0])
-    points, known.points = [(one, indexed(early)), (two, indexed(late))], []
-    steps = through(*points)
     found = simulate(far)
-    alike = tuple(counts) == (facts, rerouted) == found[1:]
-    line = None if steps is None or not alike else Line(one, far, tuple(points[0][1]), steps, facts, rerouted)
-    if line is None or indexed(found[0].journal) != at(line, far):
-        known.failed = True
-        return found if batch == far else simulate(batch)
-    known.line = line
-    return found if batch == far else (StorageTracker.replay(at(line, batch)), facts, rerouted)
+    line, known.points = _checked(known.points, far, found, far), []
+    known.line, known.failed = line, line is None
+    if batch == far:
+        return found
+    return simulate(batch) if line is None else (StorageTracker.replay(at(line, batch)), line.facts, line.rerouted)
+
+
+def _read_line_to_far(known: _Row, batch: int, far: int, simulate: Callable[[int], Simulated]) -> Simulated:
+    """The line through the row's point and its far batch, checked at CHECKED_AT (the module's steps 2 and 3); the
+    batch asked from it, else simulated."""
+    points, known.points = [known.points[0], _point(far, simulate(far))], []
+    line = _checked(points, CHECKED_AT, simulate(CHECKED_AT), far)
+    known.line, known.failed = line, line is None
+    return simulate(batch) if line is None else (StorageTracker.replay(at(line, batch)), line.facts, line.rerouted)
