@@ -10,7 +10,7 @@
   with ``inserted_runs`` finding where one more layer's entries sit, and ``stack`` telling where the small depths
   stand for every layer (each layer's signature, from the model on the meta device);
   ``decode``: a generation row's journal written from two runs of a few new tokens; ``batches``: a row's
-  journal at any batch written from the line through two batches, checked at the far one.
+  journal at any batch written from the line through two of its batches, checked at a third (batch 3, or the far one).
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.
 - ``benchmark``: predict's own speed and memory, recorded.
 - ``sharding``: one card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the
