@@ -10,6 +10,7 @@ the path: `cd /tmp/old && PYTHONPATH=/tmp/old python /path/to/benchmark.py --lab
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,16 +66,26 @@ def _simulated_rows(row: str) -> int:
     return len([name for name in MATRIX_ROWS if name != "baseline"]) if row == DEFAULT_ROWS else 1
 
 
-def run_fit_case(model: str, budget: str, target: str, goal: float, again: bool = True) -> dict:
+def run_fit_case(model: str, budget: str, target: str, goal: float, again: bool = True, repeat: int = 1) -> dict:
     """One `fit` of every set-up at one budget, from nothing kept; then (unless `again` is off: older code
-    keeps nothing, and would only simulate everything again) the same question, answered from what it kept."""
+    keeps nothing, and would only simulate everything again) the same question, answered from what it kept.
+    With ``repeat``, the first is timed that many times, each from an empty cache, back to back: the case records
+    their median (one slow or one lucky run does not move it), each run's time, and the largest peak."""
     arguments = ["fit", "--model", model, "--budget", budget, "--target", target, "--format", "json"]
-    with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as cache:
-        seconds, peak = _timed(arguments, cache)
-        asked_again = _timed(arguments, cache)[0] if again else 0.0
-    return {"model": _name(model), "budget": budget, "target": target, "wall_seconds": seconds,
-            "wall_seconds_asked_again": asked_again, "peak_rss_bytes": peak, "target_seconds": goal,
-            "cores": len(os.sched_getaffinity(0))}
+    walls: list[float] = []
+    peaks: list[int] = []
+    asked_again = 0.0
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as cache:
+            seconds, peak = _timed(arguments, cache)
+            walls.append(seconds)
+            peaks.append(peak)
+            if again and len(walls) == 1:
+                asked_again = _timed(arguments, cache)[0]
+    return {"model": _name(model), "budget": budget, "target": target,
+            "wall_seconds": round(statistics.median(walls), 2), "wall_seconds_asked_again": asked_again,
+            "peak_rss_bytes": max(peaks), "target_seconds": goal, "cores": len(os.sched_getaffinity(0)),
+            **({"wall_seconds_runs": walls} if repeat > 1 else {})}
 
 
 def run_refresh_case(keep: Path | None = None) -> dict:
@@ -98,6 +109,13 @@ def _commit() -> str:
     return found.stdout.strip() or "unknown"
 
 
+def _positive(text: str) -> int:
+    """A count of 1 or more, for argparse (which then says what is wrong in one line and exits 2)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the chosen cases and append the results."""
     parser = argparse.ArgumentParser(prog="benchmark", description=__doc__.splitlines()[0])
@@ -106,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default="", help="what the run measures, e.g. 'before' or 'after'")
     parser.add_argument("--measurements", type=Path, default=Path("measurements"), help="where to record")
     parser.add_argument("--once", action="store_true", help="fit each case once, not again from what it kept")
+    parser.add_argument("--repeat", type=_positive, default=1,
+                        help="time each fit case this many times, back to back, and record the median")
     parser.add_argument("--keep", type=Path, help="with --only refresh: an empty folder to record the curves in")
     args = parser.parse_args(argv)
     folder = args.measurements / collect_environment().id
@@ -117,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"predict {case['model']} {case['row']}: {case['wall_seconds']:.1f} s", file=sys.stderr)
         runlog.record_benchmark(folder, "predict", {**header, "cases": cases})
     if args.only in (None, "fit"):
-        cases = [run_fit_case(*case, again=not args.once) for case in FIT_CASES]
+        cases = [run_fit_case(*case, again=not args.once, repeat=args.repeat) for case in FIT_CASES]
         for case in cases:
             print(f"fit {case['model']} {case['budget']} {case['target']}: {case['wall_seconds']:.1f} s",
                   file=sys.stderr)
