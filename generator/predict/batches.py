@@ -110,7 +110,7 @@ def along(key: Hashable, batch: int, far: int, simulate: Callable[[int], Simulat
     while len(ROWS) > KEPT:
         ROWS.popitem(last=False)
     if known.line is not None and known.line.first <= batch <= known.line.last:
-        return StorageTracker.replay(at(known.line, batch)), known.line.facts, known.line.rerouted
+        return _from_line(known.line, batch)
     if not 2 <= batch <= far or known.failed or known.line is not None or batch in (p[0] for p in known.points):
         return simulate(batch)
     if len(known.points) == 1 and known.points[0][0] < CHECKED_AT < batch < far:
@@ -120,6 +120,11 @@ def along(key: Hashable, batch: int, far: int, simulate: Callable[[int], Simulat
         known.points.append(_point(batch, found))
         return found
     return _read_line(known, batch, far, simulate)
+
+
+def _from_line(line: Line, batch: int) -> Simulated:
+    """The row at a batch, its journal written from the line and replayed, with the counts the line was read with."""
+    return StorageTracker.replay(at(line, batch)), line.facts, line.rerouted
 
 
 def _point(batch: int, found: Simulated) -> tuple[int, list[Entry], Any, bool]:
@@ -144,7 +149,7 @@ def _read_line(known: _Row, batch: int, far: int, simulate: Callable[[int], Simu
     known.line, known.failed = line, line is None
     if batch == far:
         return found
-    return simulate(batch) if line is None else (StorageTracker.replay(at(line, batch)), line.facts, line.rerouted)
+    return simulate(batch) if line is None else _from_line(line, batch)
 
 
 def _read_line_to_far(known: _Row, batch: int, far: int, simulate: Callable[[int], Simulated]) -> Simulated:
@@ -153,4 +158,4 @@ def _read_line_to_far(known: _Row, batch: int, far: int, simulate: Callable[[int
     points, known.points = [known.points[0], _point(far, simulate(far))], []
     line = _checked(points, CHECKED_AT, simulate(CHECKED_AT), far)
     known.line, known.failed = line, line is None
-    return simulate(batch) if line is None else (StorageTracker.replay(at(line, batch)), line.facts, line.rerouted)
+    return simulate(batch) if line is None else _from_line(line, batch)
