@@ -44,11 +44,11 @@
     return small(big(guess, fits + 1n), tooBig - 1n);
   }
   function largestBatch(peak, usable, limit) {  // generator/answers/fit.py largest_batch, step for step
-    if (peak(1n) > usable) { return 0n; }
-    var fits = 1n, tooBig = limit + 1n;
-    if (limit >= 2n) {
-      var slope = big(peak(2n) - peak(1n), 1n);
-      var first = small(big(1n + floorDiv(usable - peak(1n), slope), 2n), limit);
+    if (limit < 2n || peak(2n) > usable) { return peak(1n) <= usable ? 1n : 0n; }
+    var fits = 2n, tooBig = limit + 1n;
+    if (limit >= 3n) {
+      var slope = big(peak(3n) - peak(2n), 1n);
+      var first = small(big(2n + floorDiv(usable - peak(2n), slope), 3n), limit);
       if (peak(first) <= usable) { fits = first; } else { tooBig = first; }
       if (fits === first && first < limit && peak(first + 1n) > usable) { tooBig = first + 1n; }
     }

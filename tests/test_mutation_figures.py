@@ -161,14 +161,15 @@ def test_the_search_by_hand_on_a_line(usable: int, batch: int) -> None:
     shown = max(batch, 1)
     assert answer.row == f"train-b{shown}-s256" and answer.predicted_bytes == 90 + 10 * shown
     assert answer.next_bytes == (0 if batch == 1024 else 90 + 10 * (batch + 1))
-    # batch 1, batch 2, the line's proposal and the batch after it: four simulations on a straight line
-    assert answer.simulations == {0: 1, 1: 2, 2: 3, 1024: 3}.get(batch, 4)
+    # batches 2 and 3, the line's proposal and the batch after it: four simulations on a straight line; batch 1
+    # only where batch 2 does not fit
+    assert answer.simulations == {0: 2, 1: 2, 2: 2, 1024: 3}.get(batch, 4)
 
 
 def test_interpolation_counts_on_a_curve_the_line_misjudges() -> None:
     convex = lambda b: 1000 + 10 * b * b  # noqa: E731
     answer = fit_search.largest_batch(_Curve(convex), "full training", 256, 50_000)  # type: ignore[arg-type]
-    # every second guess at least halves the bracket [2, 1024]: at most 3 + 2 × 10 simulations, where plain
+    # every second guess at least halves the bracket [3, 1024]: at most 3 + 2 × 10 simulations, where plain
     # interpolation from the low end crept up one batch at a time (37 simulations)
     assert answer.batch == 70 and answer.next_bytes == 1000 + 10 * 71 * 71 and answer.simulations <= 23
 
@@ -228,7 +229,7 @@ def test_the_predictor_simulates_each_row_once() -> None:
     assert predictor.peak("train-b2-s256") == 3010 and predictor.peak("train-b2-s256") == 3010
     assert calls == ["train-b2-s256"]
     again = fit_search.largest_batch(predictor, "full training", 256, 5010)  # type: ignore[arg-type]
-    assert again.batch == 3 and again.simulations == 3  # batch 2 was simulated already: 1, 3 and 4 are new
+    assert again.batch == 3 and again.simulations == 2  # batch 2 was simulated already: 3 and 4 are new
 
 
 # ---------------------------------------------------------------- findings
@@ -572,20 +573,21 @@ def test_the_order_of_the_search_by_hand() -> None:
         answer = fit_search.largest_batch(predictor, "full training", seq_len, usable)  # type: ignore[arg-type]
         return [parse_row(row).batch_size for row in predictor.cache], answer.batch
 
-    assert searched(lambda b: 90 + 10 * b, 1085) == ([1, 2, 99, 100], 99)  # the line's proposal, then one more
-    # a jump after batch 10: the line overshoots to 15, interpolation gives 9 (1 + 1400 × 14 // 2400), then 11
+    assert searched(lambda b: 90 + 10 * b, 1085) == ([2, 3, 99, 100], 99)  # the line's proposal, then one more
+    assert searched(lambda b: 90 + 10 * b, 105) == ([2, 1], 1)  # batch 2 does not fit: only then batch 1
+    # a jump after batch 10: the line overshoots to 15, interpolation gives 9 (2 + 1300 × 13 // 2300), then 11
     # (9 + 600 × 6 // 1600), then 10 (9 + 600 × 2 // 1200); no step left more than half its bracket
-    assert searched(lambda b: 100 * b + (1000 if b > 10 else 0), 1500) == ([1, 2, 15, 9, 11, 10], 10)
+    assert searched(lambda b: 100 * b + (1000 if b > 10 else 0), 1500) == ([2, 3, 15, 9, 11, 10], 10)
     # the same jump after batch 12: 9, then 11 fits and leaves [11, 15], more than half of [9, 15], so the next
     # guess halves it (13); then 11 + 400 × 2 // 1200 = 11, raised to 12
-    assert searched(lambda b: 100 * b + (1000 if b > 12 else 0), 1500) == ([1, 2, 15, 9, 11, 13, 12], 12)
-    # concave past batch 2: the proposal 3 fits, and so does 4, which meets the budget exactly
-    assert searched(lambda b: 100 * b if b <= 2 else 200 + 50 * (b - 2), 300)[1] == 4
-    # flat: a slope of at least one byte proposes 1 + 50 // 1
-    assert searched(lambda b: 50, 100, 4096)[0][:3] == [1, 2, 51]
-    # the line proposes the limit, which is too big: its known peak is interpolated against, 1 + 19,990 × 1,023
-    # // 1,010,230 = 21
-    assert searched(lambda b: 10 * b + (10**6 if b > 600 else 0), 20_000)[0][:4] == [1, 2, 1024, 21]
+    assert searched(lambda b: 100 * b + (1000 if b > 12 else 0), 1500) == ([2, 3, 15, 9, 11, 13, 12], 12)
+    # concave past batch 3: the proposal 4 fits, and so does 5, which meets the budget exactly
+    assert searched(lambda b: 100 * b if b <= 3 else 300 + 50 * (b - 3), 400)[1] == 5
+    # flat: a slope of at least one byte proposes 2 + 50 // 1
+    assert searched(lambda b: 50, 100, 4096)[0][:3] == [2, 3, 52]
+    # the line proposes the limit, which is too big: its known peak is interpolated against, 2 + 19,980 × 1,022
+    # // 1,010,220 = 22
+    assert searched(lambda b: 10 * b + (10**6 if b > 600 else 0), 20_000)[0][:4] == [2, 3, 1024, 22]
 
 
 def test_summaries_combine_by_each_declared_rule() -> None:

@@ -25,9 +25,9 @@ def _curve(seq: int, kind: str = "inference", model: str = "Mine") -> Curve:
                  batches=(1, 2, 4), tensor_bytes=(10, 20, 40), cuda_bytes=(11, 22, 44))
 
 
-def _recorded(*seqs: int, sha: str = "c", simulator: str = "sim") -> RecordedCurves:
+def _recorded(*seqs: int, sha: str = "c", simulator: str = "sim", search: str = "s1") -> RecordedCurves:
     return RecordedCurves(model="Mine", config_sha256=sha, libraries="torch 1", environment="cpu-x",
-                          simulator=simulator, curves=tuple(_curve(n) for n in seqs))
+                          simulator=simulator, curves=tuple(_curve(n) for n in seqs), search=search)
 
 
 def test_a_recording_keeps_the_lengths_it_did_not_simulate_and_round_trips(tmp_path: Path) -> None:
@@ -38,8 +38,10 @@ def test_a_recording_keeps_the_lengths_it_did_not_simulate_and_round_trips(tmp_p
     assert load_recorded(path).lengths() == (256, 512, 1024)
     assert merged(load_recorded(path), _recorded(512, sha="other")).lengths() == (512,)  # another config: stale
     assert merged(load_recorded(path), _recorded(512, simulator="new")).lengths() == (512,)
-    assert find_recorded(tmp_path, "torch 1", "sim") == (load_recorded(path),)
-    assert find_recorded(tmp_path, "torch 2", "sim") == () == find_recorded(tmp_path, "torch 1", "old")
+    assert merged(load_recorded(path), _recorded(512, search="s2")).lengths() == (512,)  # another search's batches
+    assert find_recorded(tmp_path, "torch 1", "sim", "s1") == (load_recorded(path),)
+    assert find_recorded(tmp_path, "torch 2", "sim", "s1") == () == find_recorded(tmp_path, "torch 1", "old", "s1")
+    assert find_recorded(tmp_path, "torch 1", "sim", "s2") == ()
 
 
 @pytest.mark.parametrize("text", ["not toml [", "schema_version = 9\n", 'schema_version = 1\nmodel = "Mine"\n'])

@@ -43,7 +43,8 @@ def _table(**changes) -> FitTable:
     table = FitTable(libraries=libraries(ENV), environment=ENV.id, seq_len=1024, example=(), simulator=METHOD,
                      curves=tuple(Curve(model=s.name, config_sha256=s.config_sha256, parameters=1, kind="inference",
                                         row="infer-b{b}-s1024", batches=(1, 2), tensor_bytes=(1, 2),
-                                        cuda_bytes=(1, 2)) for s in shipped), cards=curves.PAGE_CARDS)
+                                        cuda_bytes=(1, 2)) for s in shipped), cards=curves.PAGE_CARDS,
+                     search=curves.SEARCH)
     return replace(table, **changes)
 
 
@@ -55,6 +56,7 @@ def test_curves_are_current_only_for_these_libraries_this_simulator_and_these_co
     assert not curves.is_current(_table(simulator="fake-tensors-1"), ENV)
     assert not curves.is_current(_table(cards=()), ENV)  # no fit batches at the page's cards: simulated again
     assert not curves.is_current(_table(cards=curves.PAGE_CARDS[:-1]), ENV)  # a card added to the page since
+    assert not curves.is_current(_table(search=""), ENV)  # batches another search asked at the cards
     changed = _table()
     first = replace(changed.curves[0], config_sha256="0" * 64)  # a shipped config edited since
     assert not curves.is_current(replace(changed, curves=(first, *changed.curves[1:])), ENV)
@@ -72,7 +74,8 @@ def test_the_fit_step_names_recorded_curves_the_page_now_drops(tmp_path: Path) -
     curve = replace(_table().curves[0], model="Mine")
     for model, simulator in (("Mine", "fake-tensors-1"), ("Current", METHOD)):
         save_recorded(RecordedCurves(model=model, config_sha256="c", libraries=libraries(ENV), environment=ENV.id,
-                                     simulator=simulator, curves=(replace(curve, model=model),)), folder)
+                                     simulator=simulator, curves=(replace(curve, model=model),), search=curves.SEARCH),
+                       folder)
     note = refresh._curves(tmp_path, ENV)
     assert note.startswith("fit curves: current") and "Mine's recorded curves are of another simulator" in note
     assert "Current" not in note

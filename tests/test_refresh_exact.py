@@ -150,7 +150,8 @@ def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulato
                        tensor_bytes=(1, 2)) for c in configs for n in lengths)
     return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024,
                     curves=tuple(c for c in made if c.seq_len == 1024), example=(), simulator=simulator,
-                    other_lengths=tuple(c for c in made if c.seq_len != 1024), cards=curves.PAGE_CARDS)
+                    other_lengths=tuple(c for c in made if c.seq_len != 1024), cards=curves.PAGE_CARDS,
+                    search=curves.SEARCH)
 
 
 
@@ -159,7 +160,7 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
     monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(config_sha256=name))
     saved: list[tuple] = []
     monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers: SimpleNamespace(  # a table
-        made=("new", environment.id, workers), libraries="", simulator=""))
+        made=("new", environment.id, workers), libraries="", simulator="", search=""))
     monkeypatch.setattr(refresh, "default_workers", lambda: 3)
     monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
                         folder / "_fit.toml")
@@ -174,7 +175,7 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
             assert note == "fit curves: current for these library versions" and saved == []
         else:
             assert note == f"fit curves: simulated into {tmp_path / 'cpu-x' / '_fit.toml'}"
-            made = SimpleNamespace(made=("new", "cpu-x", 3), libraries="", simulator="")
+            made = SimpleNamespace(made=("new", "cpu-x", 3), libraries="", simulator="", search="")
             assert saved == [(made, tmp_path / "cpu-x")]
 
     def damaged(root: Path, environment: object) -> None:
@@ -333,7 +334,7 @@ def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> N
     table = FitTable(libraries="torch 2.13", environment="cpu-x", seq_len=512, curves=(curve,),
                      example=(Simulated(model="m", task="run it", row="gen-b1-s512-n32-bf16", tensor_peak_bytes=5,
                                         cuda_reserved_bytes=6),), seconds=12.5, simulator="sim 3",
-                     sharded=(replace(curve, kind="sharded"),))
+                     sharded=(replace(curve, kind="sharded"),), search="search 2")
     assert save_fit(table, tmp_path) == tmp_path / FIT_FILE and load_fit(tmp_path) == table
     assert load_fit(tmp_path / "none") is None
     path = tmp_path / FIT_FILE
@@ -347,7 +348,8 @@ def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> N
                                           example=(), seconds=0.0, simulator="", sharded=())
     written(seconds=3)
     assert load_fit(tmp_path).seconds == 3.0  # type: ignore[union-attr]
-    for damage, reason in [({"simulator": 3}, "simulator is not text"),
+    for damage, reason in [({"simulator": 3}, "simulator or search is not text"),
+                           ({"search": ["x"]}, "simulator or search is not text"),
                            ({"seq_len": "512"}, "libraries, environment or seq_len is missing or mistyped"),
                            ({"environment": 1}, "libraries, environment or seq_len is missing or mistyped"),
                            ({"libraries": 1}, "libraries, environment or seq_len is missing or mistyped"),

@@ -57,17 +57,27 @@ def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessMod
     return needs(target, prediction.tensor_peak_bytes, 0, model)  # type: ignore[union-attr]
 
 
+# The search below, in words: a curve recorded for the site holds the batches it asks at each card, so a curve
+# pinned by another search is stale (generator/predict/curves.py is_current)
+SEARCH = "batches 2 and 3 propose by their line (batch 1 only where batch 2 does not fit), then interpolation"
+
+
 def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
     """The largest batch b in 1..limit with peak(b) <= usable (0 when not even batch 1 fits), for a peak that
     grows with the batch, asking for as few peaks as it can (each may be a simulation): peaks are close to
-    linear in the batch, so the line through batches 1 and 2 proposes a batch, and the search then brackets
-    the answer, interpolating, and bisecting once after a guess that left more than half the bracket."""
-    if peak(1) > usable:
-        return 0
-    fits, too_big = 1, limit + 1  # the largest batch known to fit, the smallest known not to
-    if limit >= 2:  # the line through batches 1 and 2 proposes the first batch to try
-        slope = max(peak(2) - peak(1), 1)
-        first = min(max(1 + (usable - peak(1)) // slope, 2), limit)
+    linear in the batch, so the line through batches 2 and 3 proposes a batch, and the search then brackets
+    the answer, interpolating, and bisecting once after a guess that left more than half the bracket.
+
+    Batch 1 is asked only where batch 2 does not fit. A dimension of one takes other paths (a copy skipped, a
+    view kept), so a simulation reads batches 2 and up from one line (generator/predict/batches.py) and batch 1
+    costs one of its own: the most expensive of a search's, as the first batch of a row reads the stack's shape
+    at four depths (generator/predict/depth.py)."""
+    if limit < 2 or peak(2) > usable:
+        return 1 if peak(1) <= usable else 0
+    fits, too_big = 2, limit + 1  # the largest batch known to fit, the smallest known not to
+    if limit >= 3:  # the line through batches 2 and 3 proposes the first batch to try
+        slope = max(peak(3) - peak(2), 1)
+        first = min(max(2 + (usable - peak(2)) // slope, 3), limit)
         fits, too_big = (first, too_big) if peak(first) <= usable else (fits, first)
         if fits == first < limit and peak(first + 1) > usable:  # on a straight line, the proposal is the answer
             too_big = first + 1

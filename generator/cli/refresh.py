@@ -108,8 +108,8 @@ def _curves(measurements: Path, environment) -> str:  # environment: store Envir
 
 def _stale_note(folder: Path, table: fit_table.FitTable) -> str:
     """What refresh leaves to the user: the models this environment recorded (`fit --model X --record`) under
-    other library versions or another simulator than the table, which the page drops until they are recorded
-    again (each is a user's choice of lengths and minutes, so refresh does not redo them)."""
-    stale = stale_recorded(folder, table.libraries, table.simulator)
-    return "".join(f"; {name}'s recorded curves are of another simulator or library versions, and the fit page "
+    other library versions, another simulator or another search than the table, which the page drops until they
+    are recorded again (each is a user's choice of lengths and minutes, so refresh does not redo them)."""
+    stale = stale_recorded(folder, table.libraries, table.simulator, table.search)
+    return "".join(f"; {name}'s recorded curves are of another simulator, search or library versions, and the fit page "
                    "drops them until `fit --model ... --record` records them again" for name in stale)

@@ -15,11 +15,11 @@ Only then is the journal at any batch from the first to the far one written from
 one, is simulated and kept instead, and a third is answered by the line through those two, checked at the far
 batch. The answers are the simulation's, byte for byte, on every architecture and set-up tests/test_batches.py runs.
 
-Why batch 3 and the far batch: every row that fit's search asks a third batch of costs the same three simulations
-(its first, and two more), but these two are the same batches for every set-up at a length, so the operators
-FakeTensorMode learns at their sizes (fake_mode.py) serve the other set-ups a process runs, where the batch its
-search asked second (a batch of its own) would have been learnt for that set-up alone: a second of a fit's 20 of
-simulation."""
+Why batch 3 and the far batch: they are the same batches for every set-up at a length, so the operators
+FakeTensorMode learns at their sizes (fake_mode.py) serve the other set-ups a process runs. fit's search asks
+batches 2 and 3 first (answers/fit.py), so its line is the one through them, checked at the far batch; the site's
+curves ask 2, then 4, so theirs is read to the far batch and checked at batch 3. Either way a row costs three
+simulations (2, 3 and the far batch), whatever else is asked of it."""
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence

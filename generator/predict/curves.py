@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import NamedTuple
 
-from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SHARDED_CARD_GIB, largest_batch, needs
+from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SEARCH, SHARDED_CARD_GIB, largest_batch, needs
 from generator.answers.setups import KINDS
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
@@ -187,7 +187,8 @@ def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ..
                     curves=tuple(item for item in found if item.seq_len == SITE_SEQ_LEN), example=tuple(example),
                     seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
                     sharded=tuple(item for item in sharded if item is not None),
-                    other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN), cards=cards)
+                    other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN), cards=cards,
+                    search=SEARCH)
 
 
 def model_curves(source: ModelSource, environment: Environment, lengths: tuple[int, ...], edges: tuple[Edge, ...],
@@ -197,14 +198,14 @@ def model_curves(source: ModelSource, environment: Environment, lengths: tuple[i
     tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths_of(source, lengths) for kind in KINDS]
     found = tuple(item for item in parallel.starmap(curve, tasks, workers) if item is not None)
     return RecordedCurves(model=source.name, config_sha256=source.config_sha256, libraries=libraries(environment),
-                          environment=environment.id, simulator=METHOD, curves=found)
+                          environment=environment.id, simulator=METHOD, curves=found, search=SEARCH)
 
 
 def is_current(table: FitTable | None, environment: Environment) -> bool:
     """Whether a table was simulated under these library versions from the shipped configs as they are now."""
     if table is None or table.libraries != libraries(environment) or table.simulator != METHOD:
         return False  # other library versions, or an older simulator's curves
-    if table.cards != PAGE_CARDS:
-        return False  # curves without fit's batches at each card the page lists (before they were kept)
+    if table.cards != PAGE_CARDS or table.search != SEARCH:
+        return False  # curves without fit's batches at each card the page lists, or with another search's
     shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
     return {c.config_sha256 for c in table.curves} == shipped

@@ -91,7 +91,8 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
             [catalog.every_result(folder) for folder in layout.environments(catalog.root)], environment.id))
     history = history_context(selection.model, load_history(history_path(measurements, selection.model)))
     versions = None if single_folder else build_versions(selection, others(catalog, selection), history)
-    recorded = find_recorded(catalog.root, fit_table.libraries, fit_table.simulator) if fit_table else ()
+    recorded = find_recorded(catalog.root, fit_table.libraries, fit_table.simulator,
+                             fit_table.search) if fit_table else ()
     fit_page = None if single_folder else build_fit_page(
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment),
         recorded)

@@ -85,6 +85,7 @@ class FitTable:
     sharded: tuple[Curve, ...] = ()  # one card's curves of a large config on several cards (sharded rows)
     other_lengths: tuple[Curve, ...] = ()  # the same configs' curves at the calculator's other lengths
     cards: tuple[int, ...] = ()  # the GPU cards (GiB) whose fit batches the curves hold; () in older tables
+    search: str = ""  # the search whose batches they hold (answers/fit.py SEARCH); "" in older tables
 
 
 def libraries(environment: Environment) -> str:
@@ -131,8 +132,8 @@ def load_fit(folder: Path) -> FitTable | None:
     others = tuple(typed_entry(Curve, item, path) for item in document.get("other_lengths", []))
     example = tuple(typed_entry(Simulated, item, path) for item in document.get("example", []))
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
-    if not isinstance(document.get("simulator", ""), str):
-        raise ResultsError(f"{path}: simulator is not text")
+    if not isinstance(document.get("simulator", ""), str) or not isinstance(document.get("search", ""), str):
+        raise ResultsError(f"{path}: simulator or search is not text")
     cards = document.get("cards", [])
     if not isinstance(cards, list) or not all(isinstance(gib, int) and not isinstance(gib, bool) for gib in cards):
         raise ResultsError(f"{path}: cards is not a list of whole GiB")
@@ -143,7 +144,8 @@ def load_fit(folder: Path) -> FitTable | None:
     return FitTable(libraries=top["libraries"], environment=top["environment"], seq_len=top["seq_len"],
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
-                    sharded=sharded, other_lengths=others, cards=tuple(cards))  # type: ignore[arg-type]
+                    sharded=sharded, other_lengths=others, cards=tuple(cards),  # type: ignore[arg-type]
+                    search=document.get("search", ""))
 
 
 def check_curves(curves: tuple[Curve, ...], path: Path) -> None:

@@ -27,6 +27,7 @@ class RecordedCurves:
     environment: str
     simulator: str
     curves: tuple[Curve, ...]
+    search: str = ""  # the search whose batches the curves hold at each card (answers/fit.py SEARCH); "" before
 
     def lengths(self) -> tuple[int, ...]:
         """The lengths it holds curves at, shortest first."""
@@ -40,9 +41,9 @@ def recorded_path(environment_folder: Path, model: str) -> Path:
 
 def merged(old: RecordedCurves | None, new: RecordedCurves) -> RecordedCurves:
     """The new recording, keeping the old one's curves at lengths it did not simulate, where both are of the
-    same config under the same libraries and simulator (else the old curves are stale and are dropped)."""
-    if old is None or (old.config_sha256, old.libraries, old.simulator) != (new.config_sha256, new.libraries,
-                                                                           new.simulator):
+    same config under the same libraries, simulator and search (else the old curves are stale and are dropped)."""
+    if old is None or (old.config_sha256, old.libraries, old.simulator, old.search) != (
+            new.config_sha256, new.libraries, new.simulator, new.search):
         return new
     kept = tuple(curve for curve in old.curves if curve.seq_len not in new.lengths())
     ordered = sorted((*kept, *new.curves), key=lambda curve: curve.seq_len)
@@ -61,34 +62,36 @@ def load_recorded(path: Path) -> RecordedCurves:
     """One model's recorded curves; refuses what it does not know."""
     document = documents.load(layout.refuse_link(path), documents.RECORDED_CURVES)
     top = {key: document.get(key) for key in ("model", "config_sha256", "libraries", "environment", "simulator")}
-    if not all(isinstance(value, str) for value in top.values()):
-        raise ResultsError(f"{path}: {', '.join(top)} must all be text")
+    if not all(isinstance(value, str) for value in top.values()) or not isinstance(document.get("search", ""), str):
+        raise ResultsError(f"{path}: {', '.join(top)} and search must all be text")
     curves = tuple(typed_entry(Curve, item, path) for item in document.get("curves", []))
     check_curves(curves, path)  # type: ignore[arg-type]
     if not curves or any(curve.model != top["model"] for curve in curves):  # type: ignore[attr-defined]
         raise ResultsError(f"{path}: holds no curves, or curves of another model than {top['model']!r}")
-    return RecordedCurves(curves=curves, **top)  # type: ignore[arg-type]
+    return RecordedCurves(curves=curves, search=document.get("search", ""), **top)  # type: ignore[arg-type]
 
 
-def find_recorded(root: Path, libraries: str, simulator: str) -> tuple[RecordedCurves, ...]:
-    """Every model's curves recorded under these library versions and this simulator, in any environment of
-    root, by model name (where two environments recorded one name, the one that sorts first)."""
+def find_recorded(root: Path, libraries: str, simulator: str, search: str) -> tuple[RecordedCurves, ...]:
+    """Every model's curves recorded under these library versions, this simulator and this search, in any
+    environment of root, by model name (where two environments recorded one name, the one that sorts first)."""
     found: dict[str, RecordedCurves] = {}
     for path in sorted(root.glob(f"*/{RECORDED_FOLDER}/*.toml")) if root.is_dir() else []:
         recorded = load_recorded(path)
-        if _under(recorded, libraries, simulator):
+        if _under(recorded, libraries, simulator, search):
             found.setdefault(recorded.model, recorded)
     return tuple(found[name] for name in sorted(found))
 
 
-def stale_recorded(environment_folder: Path, libraries: str, simulator: str) -> tuple[str, ...]:
-    """The models whose curves this environment recorded under other library versions or another simulator
-    than the page's table: a build does not offer them until they are recorded again."""
+def stale_recorded(environment_folder: Path, libraries: str, simulator: str, search: str) -> tuple[str, ...]:
+    """The models whose curves this environment recorded under other library versions, another simulator or
+    another search than the page's table: a build does not offer them until they are recorded again."""
     folder = environment_folder / RECORDED_FOLDER
     paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
-    return tuple(recorded.model for recorded in map(load_recorded, paths) if not _under(recorded, libraries, simulator))
+    return tuple(recorded.model for recorded in map(load_recorded, paths)
+                 if not _under(recorded, libraries, simulator, search))
 
 
-def _under(recorded: RecordedCurves, libraries: str, simulator: str) -> bool:
-    """Whether a recording was simulated under these library versions and this simulator: what a build offers."""
-    return (recorded.libraries, recorded.simulator) == (libraries, simulator)
+def _under(recorded: RecordedCurves, libraries: str, simulator: str, search: str) -> bool:
+    """Whether a recording was simulated under these library versions and this simulator, its batches at each
+    card chosen by this search: what a build offers."""
+    return (recorded.libraries, recorded.simulator, recorded.search) == (libraries, simulator, search)
