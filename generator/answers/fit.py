@@ -69,9 +69,10 @@ def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
     the answer, interpolating, and bisecting once after a guess that left more than half the bracket.
 
     Batch 1 is asked only where batch 2 does not fit. A dimension of one takes other paths (a copy skipped, a
-    view kept), so a simulation reads batches 2 and up from one line (generator/predict/batches.py) and batch 1
-    costs one of its own: the most expensive of a search's, as the first batch of a row reads the stack's shape
-    at four depths (generator/predict/depth.py)."""
+    view kept), so a simulation reads batches 2 and up from one line (generator/predict/batches.py), where batch
+    1 costs a simulation of its own at three or four small depths (generator/predict/depth.py). Where a peak is
+    not monotone in the batch (a simulated GPU reserve can dip), the edge the search finds depends on the batches
+    it asks: SEARCH names them, and a curve pinned by another search is simulated again."""
     if limit < 2 or peak(2) > usable:
         return 1 if peak(1) <= usable else 0
     fits, too_big = 2, limit + 1  # the largest batch known to fit, the smallest known not to
