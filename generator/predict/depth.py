@@ -91,18 +91,6 @@ def _copy(way: tuple[str, int], copy: int, copies: int) -> int:
     return 0 if name == "first" else copies - 1
 
 
-def _target(rule: tuple[Any, ...], copy: int, copies: int) -> Label | None:
-    """The label of the storage a naming entry names, by its rule, in its copy; None where the rule does not
-    say."""
-    if rule[0] == "b":
-        return rule
-    _, run, offset, way, outside = rule
-    index = _copy(way, copy, copies)
-    if 0 <= index < copies:
-        return ("r", run, index, offset)
-    return dict(outside).get(index if index < 0 else index - copies)
-
-
 def _rules(labels: list[Label], names: list[int | None], copies: int) -> dict[Label, tuple[Any, ...]] | None:
     """For each naming entry of the runs and of depth a (by its label without the copy), the rule that gives
     the label of the storage it names, read off a journal with ``copies`` copies of each run."""
@@ -143,30 +131,80 @@ def _rule(targets: dict[int, Label], copies: int) -> tuple[Any, ...] | None:
     return None
 
 
-def _journal(labels: list[Label], base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]],
+def _journal(base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]],
              rules: dict[Label, tuple[Any, ...]], copies: int) -> list[tuple[Any, ...]] | None:
-    """The extended journal, with each storage keyed by its made entry's place; None where a rule names a
-    storage that is not live."""
-    keys: dict[Label, int] = {}  # the live storages' labels -> their keys
+    """The extended journal (depth a with each run repeated ``copies`` times, in _labels' order), each storage
+    keyed by its made entry's place; None where a rule names a storage that is not live. Storages are numbered by
+    their labels' places in that order (_Numbering), and each entry's rule is looked up once for depth a and once
+    a run's offset, not for every copy: a deep model's journal has a hundred thousand entries."""
+    numbering = _Numbering([end - start for _, start, end in runs], len(base), copies)
+    keys: dict[int, int] = {}  # a live storage's number -> its key
     journal: list[tuple[Any, ...]] = []
-    for place, label in enumerate(labels):
-        in_base = label[0] == "b"
-        token = _token(label, base, longer, runs)
+    done = 0
+    for number, (where, start, end) in enumerate(runs):
+        stretch = range(done, where)
+        if not _extend(journal, keys, base, stretch, [rules.get(("b", k)) for k in stretch], 0, 0, numbering):
+            return None
+        tokens, offsets = longer[start:end], range(end - start)
+        run_rules = [rules.get(("r", number, offset)) for offset in offsets]
+        for copy in range(copies):
+            if not _extend(journal, keys, tokens, offsets, run_rules, copy, numbering.of(number, copy, 0), numbering):
+                return None
+        done = where
+    tail = range(done, len(base))
+    if not _extend(journal, keys, base, tail, [rules.get(("b", k)) for k in tail], 0, 0, numbering):
+        return None
+    return journal
+
+
+class _Numbering:
+    """How _journal numbers the extended journal's labels: depth a's entry k is k; a run's entries follow, copy
+    after copy."""
+
+    def __init__(self, lengths: list[int], base_length: int, copies: int) -> None:
+        self.lengths, self.copies, self.firsts = lengths, copies, [base_length]
+        for length in lengths:
+            self.firsts.append(self.firsts[-1] + copies * length)
+
+    def of(self, run: int, copy: int, offset: int) -> int:
+        return self.firsts[run] + copy * self.lengths[run] + offset
+
+    def target(self, rule: tuple[Any, ...], copy: int) -> int | None:
+        """The number of the storage a naming entry of this copy names by its rule: a storage of depth a, a copy
+        of a run (_copy), or where that leaves the copies the one outside it names; None where the rule does not
+        say."""
+        if rule[0] == "b":
+            return rule[1]
+        _, run, offset, way, outside = rule
+        index = _copy(way, copy, self.copies)
+        if 0 <= index < self.copies:
+            return self.firsts[run] + index * self.lengths[run] + offset
+        found = dict(outside).get(index if index < 0 else index - self.copies)
+        return None if found is None else found[1]
+
+
+def _extend(journal: list[tuple[Any, ...]], keys: dict[int, int], tokens: list[Token], indices: range,
+            rules: list[tuple[Any, ...] | None], copy: int, first: int, numbering: _Numbering) -> bool:
+    """Append one stretch of the extended journal: depth a's entries ``indices`` (``first`` 0), or one copy of a
+    run (``first`` the number of its first entry), each entry's rule in ``rules``; False where a rule names a
+    storage that is not live."""
+    target, append, pop, get = numbering.target, journal.append, keys.pop, keys.get  # each entry's calls, once
+    for index, rule in zip(indices, rules, strict=True):
+        token = tokens[index]
         tag = token[0]
         if tag == "made":
-            keys[label] = place
-            journal.append(("made", place, *token[1:]))
+            keys[first + index] = place = len(journal)
+            append(("made", place, *token[1:]))
             continue
         if tag == "phase":
-            journal.append(token)
+            append(token)
             continue
-        rule = rules.get(label if in_base else ("r", label[1], label[3]))
-        target = None if rule is None else _target(rule, 0 if in_base else label[2], copies)
-        named = None if target is None else (keys.pop(target, None) if tag == "freed" else keys.get(target))
+        named = None if rule is None else target(rule, copy)
+        named = None if named is None else (pop(named, None) if tag == "freed" else get(named))
         if named is None:
-            return None
-        journal.append((tag, named, *token[2:]))
-    return journal
+            return False
+        append((tag, named, *token[2:]))
+    return True
 
 
 def _repeated(base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]], tokens: list[Token],
@@ -218,7 +256,7 @@ def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> 
     rules = _rules(_labels(len(base), runs, copies), deepest_names, copies)
     if rules is None or (copies == 2 and _outside_only(rules)):
         return None
-    check = _journal(_labels(len(base), runs, copies - 1), base, longer, runs, rules, copies - 1)
+    check = _journal(base, longer, runs, rules, copies - 1)
     if check is None or _tokens(check)[1] != tokens[copies - 1][1]:
         return None
     return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, tuple(found or ()))
@@ -253,7 +291,7 @@ def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[
     runs = find_runs(base, longer, found.aligner)
     if runs is None or tuple(runs) != found.found:
         return None
-    return _journal(_labels(len(base), list(found.runs), copies), base, longer, list(found.runs), found.rules, copies)
+    return _journal(base, longer, list(found.runs), found.rules, copies)
 
 
 def arithmetic(values: Sequence[int], copies: int) -> int | None:
