@@ -27,7 +27,7 @@ shape's did and depth a+1 inserts its runs at the same places, the full depth is
 where they differ, there is no answer from the shape and the caller reads the shape at this batch: from three
 depths (a to a+2) where the stack was seen to repeat three times at the other batch (``shape``), else four."""
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -36,6 +36,7 @@ from generator.predict.inserted_runs import ALIGNERS, Run, Token, find_runs, spl
 
 Journal = Sequence[tuple[Any, ...]]  # a tracker's entries (tracker.py)
 Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)
+Stretch = tuple[int | None, int, range]  # (None, 0, indices in depth a) | (run, copy, offsets in the run)
 
 
 def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int | None]]:
@@ -61,19 +62,22 @@ def _tokens(journal: Sequence[tuple[Any, ...]]) -> tuple[list[Token], list[int |
     return tokens, names
 
 
-def _labels(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> list[Label]:
-    """Where each entry of the extended journal comes from: depth a's entry, or a run's copy's entry."""
-    labels: list[Label] = []
+def _stretches(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> Iterator[Stretch]:
+    """The extended journal's order, a stretch at a time: (None, 0, depth a's indices), or (a run, a copy, the
+    run's offsets) for each copy where depth a+1 inserts the run."""
     done = 0
     for number, (where, start, end) in enumerate(runs):
-        labels += [("b", k) for k in range(done, where)]
-        labels += [("r", number, copy, offset) for copy in range(copies) for offset in range(end - start)]
+        yield None, 0, range(done, where)
+        for copy in range(copies):
+            yield number, copy, range(end - start)
         done = where
-    return labels + [("b", k) for k in range(done, base_length)]
+    yield None, 0, range(done, base_length)
 
 
-def _token(label: Label, base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]]) -> Token:
-    return base[label[1]] if label[0] == "b" else longer[runs[label[1]][1] + label[3]]
+def _labels(base_length: int, runs: list[tuple[int, int, int]], copies: int) -> list[Label]:
+    """Where each entry of the extended journal comes from: depth a's entry, or a run's copy's entry."""
+    return [("b", index) if run is None else ("r", run, copy, index)
+            for run, copy, indices in _stretches(base_length, runs, copies) for index in indices]
 
 
 # How an entry of copy c names a storage made in copy c' of a run (of n copies): forward through the copies
@@ -133,52 +137,47 @@ def _rule(targets: dict[int, Label], copies: int) -> tuple[Any, ...] | None:
 
 def _journal(base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]],
              rules: dict[Label, tuple[Any, ...]], copies: int) -> list[tuple[Any, ...]] | None:
-    """The extended journal (depth a with each run repeated ``copies`` times, in _labels' order), each storage
+    """The extended journal (depth a with each run repeated ``copies`` times, in _stretches' order), each storage
     keyed by its made entry's place; None where a rule names a storage that is not live. Storages are numbered by
     their labels' places in that order (_Numbering), and each entry's rule is looked up once for depth a and once
     a run's offset, not for every copy: a deep model's journal has a hundred thousand entries."""
     numbering = _Numbering([end - start for _, start, end in runs], len(base), copies)
+    base_rules = [rules.get(("b", index)) for index in range(len(base))]
+    run_tokens = [longer[start:end] for _, start, end in runs]
+    run_rules = [[rules.get(("r", run, offset)) for offset in range(end - start)]
+                 for run, (_, start, end) in enumerate(runs)]
     keys: dict[int, int] = {}  # a live storage's number -> its key
     journal: list[tuple[Any, ...]] = []
-    done = 0
-    for number, (where, start, end) in enumerate(runs):
-        stretch = range(done, where)
-        if not _extend(journal, keys, base, stretch, [rules.get(("b", k)) for k in stretch], 0, 0, numbering):
+    for run, copy, indices in _stretches(len(base), runs, copies):
+        if run is None:
+            tokens, stretch_rules, first = base, base_rules[indices.start:indices.stop], 0
+        else:
+            tokens, stretch_rules, first = run_tokens[run], run_rules[run], numbering.first(run, copy)
+        if not _extend(journal, keys, tokens, indices, stretch_rules, copy, first, numbering):
             return None
-        tokens, offsets = longer[start:end], range(end - start)
-        run_rules = [rules.get(("r", number, offset)) for offset in offsets]
-        for copy in range(copies):
-            if not _extend(journal, keys, tokens, offsets, run_rules, copy, numbering.of(number, copy, 0), numbering):
-                return None
-        done = where
-    tail = range(done, len(base))
-    if not _extend(journal, keys, base, tail, [rules.get(("b", k)) for k in tail], 0, 0, numbering):
-        return None
     return journal
 
 
 class _Numbering:
-    """How _journal numbers the extended journal's labels: depth a's entry k is k; a run's entries follow, copy
-    after copy."""
+    """How _journal numbers the extended journal's labels: depth a's entry k is k; then each run, copy by copy."""
 
     def __init__(self, lengths: list[int], base_length: int, copies: int) -> None:
         self.lengths, self.copies, self.firsts = lengths, copies, [base_length]
         for length in lengths:
             self.firsts.append(self.firsts[-1] + copies * length)
 
-    def of(self, run: int, copy: int, offset: int) -> int:
-        return self.firsts[run] + copy * self.lengths[run] + offset
+    def first(self, run: int, copy: int) -> int:
+        return self.firsts[run] + copy * self.lengths[run]
 
     def target(self, rule: tuple[Any, ...], copy: int) -> int | None:
-        """The number of the storage a naming entry of this copy names by its rule: a storage of depth a, a copy
-        of a run (_copy), or where that leaves the copies the one outside it names; None where the rule does not
-        say."""
+        """The number of the storage a naming entry of this copy names by its rule (of depth a, of a run's copy by
+        _copy, or the one outside the copies where that leaves them); None where the rule does not say."""
         if rule[0] == "b":
             return rule[1]
         _, run, offset, way, outside = rule
         index = _copy(way, copy, self.copies)
         if 0 <= index < self.copies:
-            return self.firsts[run] + index * self.lengths[run] + offset
+            return self.first(run, index) + offset
         found = dict(outside).get(index if index < 0 else index - self.copies)
         return None if found is None else found[1]
 
@@ -186,8 +185,8 @@ class _Numbering:
 def _extend(journal: list[tuple[Any, ...]], keys: dict[int, int], tokens: list[Token], indices: range,
             rules: list[tuple[Any, ...] | None], copy: int, first: int, numbering: _Numbering) -> bool:
     """Append one stretch of the extended journal: depth a's entries ``indices`` (``first`` 0), or one copy of a
-    run (``first`` the number of its first entry), each entry's rule in ``rules``; False where a rule names a
-    storage that is not live."""
+    run (``tokens`` the run's, ``first`` the number of its first entry), each entry's rule in ``rules``; False
+    where a rule names a storage that is not live."""
     target, append, pop, get = numbering.target, journal.append, keys.pop, keys.get  # each entry's calls, once
     for index, rule in zip(indices, rules, strict=True):
         token = tokens[index]
@@ -210,7 +209,8 @@ def _extend(journal: list[tuple[Any, ...]], keys: dict[int, int], tokens: list[T
 def _repeated(base: list[Token], longer: list[Token], runs: list[tuple[int, int, int]], tokens: list[Token],
               copies: int) -> bool:
     """Whether ``tokens`` are depth a's with each run repeated ``copies`` times."""
-    return [_token(label, base, longer, runs) for label in _labels(len(base), runs, copies)] == tokens
+    return [base[index] if run is None else longer[runs[run][1] + index]
+            for run, _, indices in _stretches(len(base), runs, copies) for index in indices] == tokens
 
 
 def repeats(journals: Sequence[Journal]) -> bool:
