@@ -6,15 +6,18 @@ and the trace that simulating that batch gives. A line is read only where its ch
 
 import json
 from dataclasses import replace
+from itertools import groupby
 from pathlib import Path
 
 import pytest
 from conftest import TESTS
+from hypothesis import given
+from hypothesis import strategies as st
 
 from generator.answers.setups import KINDS
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import batches
+from generator.predict import batches, decode
 from generator.predict.simulate import PROGRAMS, _cpu_part, _cuda_part, simulate_part
 from generator.predict.small_depths import SHAPES, shape_key, simulate_full
 from generator.predict.tracker import StorageTracker
@@ -50,6 +53,48 @@ def test_indexed_names_every_storage_by_the_entry_that_made_it() -> None:
     assert batches.indexed(_journal(3)) == [("made", 0, 64, "weights"), ("phase", "forward"),
                                             ("made", 2, 300, "activations"), ("made", 3, 24, "activations"),
                                             ("freed", 3), ("kind", 0, "weights"), ("freed", 2)]
+
+
+def _two_passes(journal: list[tuple]) -> list[tuple]:
+    """indexed as it was written before its one pass: decode.py's naming, its keying, then each run of frees
+    sorted."""
+    keyed = decode.keyed(decode.indexed(journal))
+    assert keyed is not None
+    settled: list[tuple] = []
+    for freeing, run in groupby(keyed, key=lambda entry: entry[0] == "freed"):
+        entries = list(run)
+        settled.extend(sorted(entries) if freeing else entries)
+    return settled
+
+
+@st.composite
+def _journals(draw: st.DrawFn) -> list[tuple]:
+    """A tracker's journal: storages made under keys that are reused once freed, named, freed, between phases."""
+    journal: list[tuple] = []
+    live: list[int] = []
+    for action in draw(st.lists(st.sampled_from(("made", "freed", "kind", "phase")), max_size=60)):
+        free_keys = [key for key in range(6) if key not in live]
+        if action == "made" and free_keys:
+            live.append(draw(st.sampled_from(free_keys)))
+            journal.append(("made", live[-1], draw(st.integers(0, 9)), draw(st.sampled_from(("a", "w")))))
+        elif action in ("freed", "kind") and live:
+            key = draw(st.sampled_from(live))
+            journal.append(("freed", key) if action == "freed" else ("kind", key, "w"))
+            if action == "freed":
+                live.remove(key)
+        elif action == "phase":
+            journal.append(("phase", draw(st.sampled_from(("forward", "backward")))))
+    return journal
+
+
+@given(_journals())
+def test_indexed_in_one_pass_is_the_naming_then_the_keying_and_the_sorted_frees(journal: list[tuple]) -> None:
+    assert batches.indexed(journal) == _two_passes(journal)
+
+
+def test_a_journal_that_names_a_storage_not_live_is_refused() -> None:
+    with pytest.raises(ValueError, match="not live"):
+        batches.indexed([("made", 1, 8, "a"), ("freed", 1), ("kind", 1, "w")])
 
 
 def test_a_line_to_the_far_batch_is_read_at_the_second_batch_past_3_and_answers_the_others_without_a_run() -> None:

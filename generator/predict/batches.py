@@ -24,10 +24,8 @@ simulations (2, 3 and the far batch), whatever else is asked of it."""
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby
 from typing import Any
 
-from generator.predict import decode
 from generator.predict.tracker import StorageTracker
 
 Entry = tuple[Any, ...]  # a tracker's journal entry (tracker.py)
@@ -38,18 +36,31 @@ CHECKED_AT = 3  # the batch at which a line through a row's first batch and its 
 
 def indexed(journal: Sequence[Entry]) -> list[Entry]:
     """The journal with every storage keyed by the index of the entry that made it (a run's keys are its storages'
-    ids, which another run does not share, and which are reused): decode.py's naming, then its keying. Storages
-    freed one after another are put in the order they were made: the CPU's autocast frees its cast copies from a
-    hash map keyed by address, so two runs of one row free them in different orders. No figure depends on that
-    order (a tracker's peaks and split, one card's share, the caching allocator's blocks once all are freed)."""
-    keyed = decode.keyed(decode.indexed(journal))
-    if keyed is None:
-        raise ValueError("a journal names a storage that is not live")  # a tracker writes no such entry
+    ids, which another run does not share, and which are reused), in one pass: what decode.py's naming and then its
+    keying give. Storages freed one after another are put in the order they were made: the CPU's autocast frees its
+    cast copies from a hash map keyed by address, so two runs of one row free them in different orders. No figure
+    depends on that order (a tracker's peaks and split, one card's share, the caching allocator's blocks once all
+    are freed)."""
+    made: dict[object, int] = {}  # a live storage's key -> the index of its made entry
     settled: list[Entry] = []
-    for freeing, run in groupby(keyed, key=lambda entry: entry[0] == "freed"):
-        entries = list(run)
-        settled.extend(sorted(entries) if freeing else entries)
-    return settled
+    freeing: list[Entry] = []  # the freed entries since the last entry of another kind
+    try:
+        for index, entry in enumerate(journal):
+            kind = entry[0]
+            if kind == "freed":
+                freeing.append(("freed", made.pop(entry[1]), *entry[2:]))
+                continue
+            if freeing:
+                settled += sorted(freeing)
+                freeing = []
+            if kind == "made":
+                made[entry[1]] = index
+                settled.append(("made", index, *entry[2:]))
+            else:
+                settled.append(entry if kind == "phase" else (kind, made[entry[1]], *entry[2:]))
+    except KeyError:
+        raise ValueError("a journal names a storage that is not live") from None  # a tracker writes no such entry
+    return settled + sorted(freeing)
 
 
 @dataclass(frozen=True)
