@@ -246,12 +246,13 @@ def test_a_batch_that_takes_other_paths_reads_its_shape_from_three_depths(tmp_pa
     assert simulate_by_depth(first, source, CUDA) is not None
     assert depths == [(1, 1), (1, 2), (1, 3), (1, 4)]
     assert simulate_like(second, source, CUDA) is None  # batch 1's shape does not serve batch 2
+    assert depths[4:] == [(2, 2)]  # told by depth a+1 alone
     depths.clear()
     found = simulate_by_depth(second, source, CUDA)
     assert found is not None
     assert _figures(found, second.id, "cuda") == _figures(simulate_full(second, source, CUDA, fast=False), second.id,
                                                           "cuda")
-    assert depths == [(2, 1), (2, 2), (2, 3)]
+    assert depths == [(2, 2), (2, 1), (2, 3)]  # depth a+1 asked of the shape first, then run once for its own
 
 
 def test_three_depths_refuse_a_run_that_names_one_storage_outside_it() -> None:

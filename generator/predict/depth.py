@@ -22,10 +22,11 @@ caller simulates the full depth. The answers are the full simulation's, byte for
 and set-up tests/test_depth.py runs.
 
 What steps 1 to 3 find is the stack's shape (``shape``). A batch only changes the sizes of a trace, so another
-batch of the same row needs only depths a and a+1 (``extend_like``): where their entries name storages as the
-shape's did and depth a+1 inserts its runs at the same places, the full depth is written with the shape's rules;
-where they differ, there is no answer from the shape and the caller reads the shape at this batch: from three
-depths (a to a+2) where the stack was seen to repeat three times at the other batch (``shape``), else four."""
+batch of the same row needs only depth a+1 (``extend_like``): where its entries name storages as the shape's
+depth a+1 did, depth a is it without the runs (as the aligner found depth a to be where the shape was read), and
+the full depth is written with the shape's rules; where they differ, there is no answer from the shape and the
+caller reads the shape at this batch: from three depths (a to a+2) where the stack was seen to repeat three times
+at the other batch (``shape``), else four."""
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -224,10 +225,10 @@ def repeats(journals: Sequence[Journal]) -> bool:
 class Shape:
     """How a stack's trace repeats, read off depths a to a+3 of one row at one batch: the runs that depth a+1
     inserts into depth a (as the ``aligner`` finds them, ``found``; split as depth a+2 repeats them, ``runs``),
-    the rule by which each naming entry names its storage, and which made entry each naming entry of depths a
-    and a+1 names (another batch's must name the same, and insert the same runs, for the shape to serve it)."""
+    the rule by which each naming entry names its storage, and which made entry each naming entry of depth a+1
+    names (another batch's must name the same for the shape to serve it)."""
 
-    names: tuple[tuple[int | None, ...], tuple[int | None, ...]]
+    names: tuple[int | None, ...]
     runs: tuple[Run, ...]
     rules: dict[Label, tuple[Any, ...]]
     aligner: str
@@ -246,7 +247,7 @@ def shape(journals: Sequence[Journal]) -> Shape | None:
 
 
 def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> Shape | None:
-    (base, base_names), (longer, longer_names), (two, _) = tokens[:3]
+    (base, _), (longer, longer_names), (two, _) = tokens[:3]
     copies = len(tokens) - 1  # of each run in the deepest journal: 3, or 2
     deepest, deepest_names = tokens[-1]
     found = find_runs(base, longer, aligner)
@@ -259,7 +260,7 @@ def _shape(tokens: list[tuple[list[Token], list[int | None]]], aligner: str) -> 
     check = _journal(base, longer, runs, rules, copies - 1)
     if check is None or _tokens(check)[1] != tokens[copies - 1][1]:
         return None
-    return Shape((tuple(base_names), tuple(longer_names)), tuple(runs), rules, aligner, tuple(found or ()))
+    return Shape(tuple(longer_names), tuple(runs), rules, aligner, tuple(found or ()))
 
 
 def _outside_only(rules: dict[Label, tuple[Any, ...]]) -> bool:
@@ -272,25 +273,18 @@ def _outside_only(rules: dict[Label, tuple[Any, ...]]) -> bool:
 def extend(journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
     """The journal at depth a + copies, from the journals at depths a to a+3; None where they do not repeat."""
     found = shape(journals)
-    return None if found is None else extend_like(found, journals[:2], copies)
+    return None if found is None else extend_like(found, journals[1], copies)
 
 
-def names_like(found: Shape, journal: Journal) -> bool:
-    """Whether depth a's entries (of another batch) name storages as the shape's depth a did: the first check of
-    extend_like, which a batch that takes other paths fails before depth a+1 is run."""
-    return tuple(_tokens(journal)[1]) == found.names[0]
-
-
-def extend_like(found: Shape, journals: Sequence[Journal], copies: int) -> list[tuple[Any, ...]] | None:
-    """The journal at depth a + copies from the journals at depths a and a+1 of another batch, by a shape read
-    at one batch; None where their entries name other storages than the shape's, or depth a+1 inserts its runs
-    elsewhere."""
-    (base, base_names), (longer, longer_names) = (_tokens(journal) for journal in journals)
-    if (tuple(base_names), tuple(longer_names)) != found.names:
+def extend_like(found: Shape, journal: Journal, copies: int) -> list[tuple[Any, ...]] | None:
+    """The journal at depth a + copies from depth a+1 of any batch, by a shape read at one batch: depth a is
+    depth a+1 without the shape's runs (as the aligner found them where the shape was read); None where depth
+    a+1's entries name other storages than the shape's."""
+    longer, names = _tokens(journal)
+    if tuple(names) != found.names:
         return None
-    runs = find_runs(base, longer, found.aligner)
-    if runs is None or tuple(runs) != found.found:
-        return None
+    cut = {index for _, start, end in found.runs for index in range(start, end)}
+    base = [token for index, token in enumerate(longer) if index not in cut]
     return _journal(base, longer, list(found.runs), found.rules, copies)
 
 

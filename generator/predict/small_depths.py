@@ -1,5 +1,5 @@
 """The depth fast path's driver: a row at full depth from its runs at a few small depths (depth.py), or from
-another batch's shape of the row and two of them; with generation's decode steps written from two short runs
+another batch's shape of the row and one of them; with generation's decode steps written from two short runs
 (decode.py) and the stack checked first (stack.py). simulate.py asks it for each batch of a row, and takes the full
 depth where it gives no answer."""
 
@@ -62,13 +62,13 @@ class KnownShape:
     first: int  # the first of the small depths
     period: int  # the layers each next small depth adds: the period in which the stack's layers repeat
     shape: depth.Shape
-    facts: tuple[ModelFacts, ModelFacts]  # at depths first and first + period, which another batch's must equal
+    facts: ModelFacts  # at depth first + period, which another batch's must equal
     full: ModelFacts  # at the full depth
     rerouted: bool
 
 
 # The shapes read in this process, by config, LoRA targets, row but its batch, and program: another batch of the
-# row needs two small depths instead of four (simulate_like). fit's search asks one row at several batches.
+# row needs one small depth instead of four (simulate_like). fit's search asks one row at several batches.
 SHAPES: dict[tuple[Any, ...], KnownShape] = {}
 
 
@@ -127,22 +127,17 @@ class SmallDepths:
 
 def simulate_like(row: RowSpec, source: ModelSource, program: Program,
                   small: SmallDepths | None = None) -> Simulated | None:
-    """The same as simulate_full, from two small depths and the shape read at another batch of the row in this
-    process (depth.extend_like); None where there is none, or it does not serve this batch."""
+    """The same as simulate_full, from one small depth (the shape's first + period) and the shape read at another
+    batch of the row in this process (depth.extend_like); None where there is none, or it does not serve this
+    batch (which then reads its own, with that depth already run)."""
     known = SHAPES.get(shape_key(row, source, program))
     if known is None:
         return None
-    small = small or SmallDepths(row, source, program)
-    runs = [small(known.first)]
-    if not depth.names_like(known.shape, runs[0][0].journal):  # a batch that takes other paths
+    tracker, prepared, rerouted = (small or SmallDepths(row, source, program))(known.first + known.period)
+    if model_facts(prepared, row) != known.facts or rerouted != known.rerouted:
         return None
-    runs.append(small(known.first + known.period))
-    facts = tuple(model_facts(prepared, row) for _, prepared, _ in runs)
-    if facts != known.facts or any(rerouted != known.rerouted for _, _, rerouted in runs):
-        return None
-    layers = load_config(source).num_hidden_layers
-    copies = (layers - known.first) // known.period
-    journal = depth.extend_like(known.shape, [tracker.journal for tracker, _, _ in runs], copies)
+    copies = (load_config(source).num_hidden_layers - known.first) // known.period
+    journal = depth.extend_like(known.shape, tracker.journal, copies)
     return None if journal is None else (StorageTracker.replay(journal), known.full, known.rerouted)
 
 
@@ -162,7 +157,7 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
                 break
     journals = [tracker.journal for tracker, _, _ in runs]
     shape = shape or depth.shape(journals)
-    journal = None if shape is None else depth.extend_like(shape, journals[:2], copies)
+    journal = None if shape is None else depth.extend_like(shape, journals[1], copies)
     if shape is None or journal is None:
         return None
     facts = [model_facts(prepared, row) for _, prepared, _ in runs]
@@ -172,7 +167,7 @@ def _by_depth(row: RowSpec, source: ModelSource, program: Program, layers: int, 
         return None
     deepest = facts[-1]
     full = ModelFacts(*counts[:2], deepest.lora_targets, counts[2], deepest.whole, deepest.experts)  # type: ignore
-    SHAPES[shape_key(row, source, program)] = KnownShape(first, period, shape, (facts[0], facts[1]), full,
+    SHAPES[shape_key(row, source, program)] = KnownShape(first, period, shape, facts[1], full,
                                                          runs[-1][2])
     return StorageTracker.replay(journal), full, runs[-1][2]
 
