@@ -2,6 +2,8 @@
 real ones, to the byte, and the rows built on them count their weights and state from the real storages."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import TINY_MODEL
@@ -85,6 +87,26 @@ def test_a_4bit_base_counts_its_packed_weights_and_their_scales() -> None:
     assert prediction.weights_bytes == elements // 2 + quantization + embeddings + norms + adapters
     assert prediction.quantization_bytes == quantization
     assert prediction.parameters == 134_515_008 + 460_800  # counted as the model defines them, not packed
+
+
+def _fresh(code: str) -> list[str]:
+    """What a fresh interpreter prints."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_the_simulator_imports_bitsandbytes_without_torch_compiles_inductor() -> None:
+    """Imported plainly, bitsandbytes wraps CPU kernels in torch.compile, which imports torch's inductor (most of
+    the import's second); the simulator imports it with dynamo off for the import, and restores the setting, so a
+    QLoRA row simulated in a fresh process leaves inductor unimported and TORCHDYNAMO_DISABLE as it found it."""
+    inductor = "'torch._inductor.compile_fx' in sys.modules"
+    assert _fresh(f"import sys, bitsandbytes; print({inductor})") == ["True"]
+    simulated = _fresh("import os, sys\n"
+                       "from generator.matrix import parse_row\n"
+                       "from generator.model_source import resolve_model\n"
+                       "from generator.predict.simulate import simulate\n"
+                       f"simulate(parse_row('train-b1-s8-bf16-nf4-lora8'), resolve_model({str(TINY_MODEL)!r}))\n"
+                       f"print('bitsandbytes' in sys.modules, {inductor}, 'TORCHDYNAMO_DISABLE' in os.environ)")
+    assert simulated == ["True", "False", "False"]
 
 
 def test_8bit_adamw_keeps_one_byte_a_moment_where_bitsandbytes_quantizes() -> None:

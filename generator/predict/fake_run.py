@@ -3,7 +3,10 @@
 small depths of the fast path."""
 
 import contextlib
+import os
+import sys
 from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Any
 
 from generator.matrix import RowSpec
@@ -17,8 +20,10 @@ from generator.predict.tracker import StorageTracker
 from generator.quantize import (
     bitsandbytes_cpu_updates,
     bitsandbytes_fake_friendly,
+    import_bitsandbytes,
     parameter_count,
     quantization_tensors,
+    uses_bitsandbytes,
 )
 from generator.steps import Prepared, prepare, run_steps
 
@@ -46,6 +51,27 @@ def _has_experts(model: Any) -> bool:
     return any(hasattr(module, "num_experts") for module in model.modules())
 
 
+def _uncompiled_imports(row: RowSpec) -> None:
+    """bitsandbytes, imported for a row that runs it or peft (which imports it), with dynamo off for the import.
+    bitsandbytes wraps four of its CPU kernels in torch.compile as it is imported, and torch.compile imports
+    torch's inductor to read its settings: 0.75 of the import's second, paid by the first such row in a process. A
+    simulation never runs those kernels (FakeTensorMode answers bitsandbytes' operators by their fake kernels;
+    dynamo compiles no frame in a fit, CPU or GPU), and with TORCHDYNAMO_DISABLE set torch.compile returns each
+    kernel as it is, without the import. Only the simulator does this: a measured row runs in a fresh worker
+    (generator/measure), whose bitsandbytes is imported as it always is."""
+    if "bitsandbytes" in sys.modules or not (row.lora_rank or uses_bitsandbytes(row)) or not find_spec("bitsandbytes"):
+        return
+    before = os.environ.get("TORCHDYNAMO_DISABLE")
+    os.environ["TORCHDYNAMO_DISABLE"] = "1"
+    try:
+        import_bitsandbytes()
+    finally:
+        if before is None:
+            del os.environ["TORCHDYNAMO_DISABLE"]
+        else:
+            os.environ["TORCHDYNAMO_DISABLE"] = before
+
+
 def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None = None,
          marks: list[int] | None = None) -> tuple[StorageTracker, Prepared, bool]:
     """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
@@ -55,6 +81,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     experts went through transformers' fallback op."""
     import torch
 
+    _uncompiled_imports(row)
     tracker = StorageTracker()
     fake = tracking_fake_mode(tracker)
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
