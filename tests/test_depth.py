@@ -2,9 +2,9 @@
 prediction but its seconds, and the trace the allocator replays, on each of the 14 architectures in
 tests/architectures/ (grown to eight layers) for every set-up the answers are given for, and on the shipped
 configs at their own depth; and so is a later batch of the same row answered from the shape the first one read
-(two small depths instead of four), or from a shape read at three (a batch that takes other paths, the stack seen to
-repeat at the first), as fit's search asks them. A stack whose trace does not repeat gets no fast
-answer, and a journal replays to the figures of the run that wrote it."""
+(one small depth, the shape's a+1, instead of four), or from a shape read at three (a batch that takes other
+paths, the stack seen to repeat at the first), as fit's search asks them. A stack whose trace does not repeat gets
+no fast answer, and a journal replays to the figures of the run that wrote it."""
 
 import json
 from dataclasses import replace

@@ -99,7 +99,7 @@ def _trace(found: tuple) -> tuple:
 def test_a_stack_that_repeats_in_a_period_steps_a_period_at_a_time(name: str, config: dict, start: tuple[int, int],
                                                                    tmp_path: Path) -> None:
     """The small depths a period apart answer as the full simulation does, trace for trace, and so does another
-    batch from the shape they read (two small depths, a period apart)."""
+    batch from the shape they read (one small depth: the first plus a period)."""
     source = _source(tmp_path, name, config)
     assert stack.periods(source) == [start]
     row = parse_row("gen-b2-s16-n4-bf16")

@@ -113,7 +113,7 @@ def _starts(source: ModelSource, layers: int) -> list[tuple[int, int]]:
 
 class SmallDepths:
     """One row's runs at small depths, each run once however many paths ask for it: a batch that the shape
-    of another does not serve goes on to read its own with the first depth already run."""
+    of another does not serve goes on to read its own with the shape's depth a+1 already run."""
 
     def __init__(self, row: RowSpec, source: ModelSource, program: Program) -> None:
         self.row, self.source, self.program = row, source, program
