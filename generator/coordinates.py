@@ -17,6 +17,12 @@ from generator.units import MIB, format_mib, parse_size
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 DTYPE_TOKENS = {name: token for token, name in DTYPES.items()}
 QUANTIZATIONS = {"nf4": "nf4"}  # id token -> the base's weight format (generator/quantize.py); "" keeps the dtype
+# id token -> the bitsandbytes program a 4-bit row runs; "" is the installed release's. "0.42": bitsandbytes before
+# 0.43.2, whose 4-bit matmul kept each 4-bit layer's input for backward although backward never reads it
+# (bitsandbytes#1270, "fix QLoRA mem bug: delete useless buffered activation"); the release LitGPT's published
+# QLoRA figures ran (generator/quantize.py, matmul_4bit_program).
+BITSANDBYTES_PROGRAMS = {"bnb042": "0.42"}
+BITSANDBYTES_TOKENS = {name: token for token, name in BITSANDBYTES_PROGRAMS.items()}
 OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit"}  # id token -> optimizer; torch's AdamW is the default
 OPTIMIZER_TOKENS = {name: token for token, name in OPTIMIZERS.items()}
 DEFAULT_OPTIMIZER = "adamw"
@@ -127,6 +133,12 @@ COORDINATES = (  # in the order a row id spells them, after its mode
                values=tuple(DTYPES.values())),
     _named("quantization", QUANTIZATIONS, {name: token for token, name in QUANTIZATIONS.items()}, "",
            "quantization", later=True),
+    Coordinate("bitsandbytes", "bitsandbytes program", tuple(BITSANDBYTES_PROGRAMS),
+               lambda row: BITSANDBYTES_TOKENS[row.bitsandbytes] if row.bitsandbytes else "",
+               lambda part: {"bitsandbytes": BITSANDBYTES_PROGRAMS[part]} if part in BITSANDBYTES_PROGRAMS else None,
+               lambda row, _: (f"bitsandbytes {row.bitsandbytes}'s 4-bit matmul, which keeps each layer's input"
+                               if row.bitsandbytes else ""),
+               values=("", *BITSANDBYTES_PROGRAMS.values()), later=(("bitsandbytes", ""),)),
     Coordinate("lora_rank", "LoRA rank", ("lora<r>",), lambda row: f"lora{row.lora_rank}" if row.lora_rank else "",
                _lora, _lora_label, time_factor=0.75),
     _named("optimizer", OPTIMIZERS, OPTIMIZER_TOKENS, DEFAULT_OPTIMIZER, "optimizer", later=True),

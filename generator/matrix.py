@@ -89,6 +89,7 @@ class RowSpec:
     amp: bool = False  # bf16 autocast over fp32 weights and AdamW: mixed-precision training
     new_tokens: int = 0  # generation rows: tokens decoded with the KV cache after the prompt
     quantization: str = ""  # "nf4": the base's linear layers in 4-bit NF4 (QLoRA); "": in the row's dtype
+    bitsandbytes: str = ""  # a 4-bit row's bitsandbytes program: "" the installed one, "0.42" (BITSANDBYTES_PROGRAMS)
     optimizer: str = DEFAULT_OPTIMIZER  # "adamw" (torch's) | "adamw8bit" (bitsandbytes')
     sharding: str = ""  # a key of SHARDED_KINDS, or "": one card holds everything
     gpus: int = 1  # the cards that share the row's state; the batch is each card's own
@@ -189,6 +190,8 @@ def check_row(row: RowSpec, text: str = "") -> None:
         raise RowError(f"row {name!r}: sharding applies to training rows, on 2 to {MAX_GPUS} cards")
     if row.quantization and not row.lora_rank:
         raise RowError(f"row {name!r}: a 4-bit base is frozen, so it trains through LoRA: add lora<r> (QLoRA)")
+    if row.bitsandbytes and not row.quantization:
+        raise RowError(f"row {name!r}: bnb042 names the 4-bit matmul of a bitsandbytes release: add nf4 (QLoRA)")
     if row.quantization and row.amp:
         raise RowError(f"row {name!r}: a 4-bit base computes in bf16 already; it takes no amp")
     if row.amp and row.dtype != "float32":

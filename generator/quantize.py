@@ -47,7 +47,8 @@ def import_bitsandbytes() -> Any:
 
 def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any, Any]]:
     """(parent, name, layer, its weight as out × in) for every linear layer but the skipped ones: torch's
-    Linear, and GPT-2's Conv1D, whose weight is stored in × out (transformers' integration converts both)."""
+    Linear and its subclasses (Falcon's FalconLinear), and GPT-2's Conv1D, whose weight is stored in × out
+    (transformers' integration converts every ``isinstance(module, nn.Linear)`` and Conv1D)."""
     import torch
     from transformers.pytorch_utils import Conv1D
 
@@ -55,7 +56,7 @@ def _linear_layers(model: Any) -> Iterator[tuple[Any, str, Any, Any]]:
         for name, child in list(parent.named_children()):
             if name in SKIPPED_MODULES:
                 continue
-            if type(child) is torch.nn.Linear:
+            if isinstance(child, torch.nn.Linear) and not type(child).__module__.startswith("bitsandbytes"):
                 yield parent, name, child, child.weight.detach()
             elif isinstance(child, Conv1D):
                 yield parent, name, child, child.weight.detach().t()
@@ -150,6 +151,36 @@ def quantization_tensors(model: Any) -> list[Any]:
             if state.state2 is not None:
                 found += [state.state2.absmax, state.state2.code]
     return [tensor for tensor in found if tensor is not None]
+
+
+@contextlib.contextmanager
+def matmul_4bit_program(row: "RowSpec") -> Iterator[None]:
+    """The 4-bit matmul of the bitsandbytes release a row names (``bnb042``), for the row's steps; the installed
+    one's elsewhere. Before 0.43.2, ``MatMul4Bit.forward`` kept its input for backward (``ctx.tensors = (A, B)``)
+    wherever the input or the weight needed a gradient, though backward reads only B (a 4-bit weight takes no
+    gradient): in QLoRA, where the input always needs one, every 4-bit layer kept its input alive until the
+    graph was freed. bitsandbytes#1270 ("fix QLoRA mem bug: delete useless buffered activation", 0.43.2) keeps
+    ``(None, B)``. The older program is the installed forward and backward with that one assignment as 0.42.0
+    made it (bitsandbytes/autograd/_functions.py at the 0.42.0 tag): the same storages, held as long."""
+    if not row.bitsandbytes:
+        yield
+        return
+    functions = import_bitsandbytes().autograd._functions
+    installed = functions.MatMul4Bit
+
+    class KeepsInput(installed):  # type: ignore[misc, valid-type]
+        @staticmethod
+        def forward(ctx: Any, A: Any, B: Any, out: Any = None, bias: Any = None, quant_state: Any = None) -> Any:
+            output = installed.forward(ctx, A, B, out, bias, quant_state)
+            if not ctx.is_empty and any(ctx.needs_input_grad[:2]):
+                ctx.tensors = (A, ctx.tensors[1])
+            return output
+
+    functions.MatMul4Bit = KeepsInput
+    try:
+        yield
+    finally:
+        functions.MatMul4Bit = installed
 
 
 def adamw_8bit(parameters: list[Any]) -> Any:

@@ -65,6 +65,8 @@ def with_lora(model: Any, row: RowSpec, targets: tuple[str, ...] = ()) -> tuple[
         # GPT-2's Conv1D layers (the right setting, which it announces on every LoRA row)
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*", category=UserWarning)
+        # and, where a target is a tied head (Gemma's lm_head), that merging such an adapter needs care
+        warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*", category=UserWarning)
         return peft.get_peft_model(model, config), targets
 
 
@@ -211,13 +213,16 @@ def cache_argument(model: Any) -> str:
 
 def run_steps(row: RowSpec, prepared: Prepared, on_phase: PhaseCallback,
               on_step_done: Callable[[], None] | None = None) -> None:
-    """The row's steps, in order."""
-    for step in range(1, row.steps + 1):
-        if row.mode == Mode.TRAIN:
-            train_step(prepared, step, on_phase, row.amp)
-        elif row.mode == Mode.GENERATE:
-            generate_pass(prepared, step, on_phase, row.new_tokens)
-        else:
-            inference_pass(prepared, step, on_phase)
-        if on_step_done is not None:
-            on_step_done()
+    """The row's steps, in order, under the 4-bit matmul of the bitsandbytes release the row names."""
+    from generator.quantize import matmul_4bit_program
+
+    with matmul_4bit_program(row):
+        for step in range(1, row.steps + 1):
+            if row.mode == Mode.TRAIN:
+                train_step(prepared, step, on_phase, row.amp)
+            elif row.mode == Mode.GENERATE:
+                generate_pass(prepared, step, on_phase, row.new_tokens)
+            else:
+                inference_pass(prepared, step, on_phase)
+            if on_step_done is not None:
+                on_step_done()
