@@ -161,6 +161,20 @@ def _check_sizes(config, where: str) -> None:
         value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             raise ModelError(f"--model {where}: {name} is {value}; it must be 1 or more")
+    _check_heads(config, where)
+
+
+def _check_heads(config, where: str) -> None:
+    """Refuse key-value heads that do not divide the attention heads: each group of query heads shares one
+    key-value head, and a config with 4 heads and 3 groups fails deep in attention with a size mismatch."""
+    def get(name: str):
+        return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
+    heads, groups = get("num_attention_heads"), get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(groups, int) and groups > 0 and heads > 0 and heads % groups:
+        raise ModelError(f"--model {where}: num_key_value_heads is {groups}, which does not divide "
+                         f"num_attention_heads ({heads}); it must be one of "
+                         f"{', '.join(str(n) for n in range(1, heads + 1) if heads % n == 0)}")
 
 
 def check_lengths(source: ModelSource, lengths: list[int]) -> None:

@@ -221,6 +221,12 @@ def _poison_every_file(root: Path) -> None:
             document["model"] = f"{document['model']} {HOSTILE}"
             for entry in document["curves"]:
                 entry["model"] = document["model"]
+        elif path.parent.name == "_published" and not path.name.startswith("_"):  # a published source's text
+            for key in ("title", "statistic", "data", "program", "repository", "path"):
+                document[key] = f"{document[key]} {HOSTILE}"
+            for entry in document["entry"]:
+                for key in ("recipe", "machine", "hub", "differs"):
+                    entry[key] = f"{entry.get(key, '')} {HOSTILE}"
         elif not path.name.startswith("_") and "model" in document:
             document["model"]["name"] = f"{document['model']['name']} {HOSTILE}"
             document["model"]["reference"] = f"{HOSTILE}.json"
@@ -242,7 +248,7 @@ def test_every_page_and_both_twins_keep_values_as_text(tmp_path: Path) -> None:
     _poison_every_file(root)
     pages = build_pages(root)
     names = sorted(name.rsplit(".", 1)[0] for name in pages if name.endswith(".md"))
-    assert names == ["fit", "index", "versions"], names
+    assert names == ["fit", "index", "published", "versions"], names
     for name in names:
         html = assert_no_markup_from_values(pages[f"{name}.html"])
         as_host = assert_no_markup_from_values(

@@ -8,5 +8,6 @@ and read by predict (which simulates) and report (which places the answers on th
   constants and the context allowance a device adds.
 - ``overhead``: the process model, a tensor peak to a net peak, fitted on measured rows; ``accuracy``: that
   model judged out of sample, and the band it validates.
+- ``published``: the simulation against peaks others published on GPUs, and QLoRA's allowance from them.
 
 It imports the store and the core, never measure, predict, report, diff or the command line."""

@@ -8,19 +8,16 @@ from importlib.util import find_spec
 
 from generator.cli.gpu_kit import run_gpu
 from generator.cli.parser import UsageError
+from generator.cli.published import run_published
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, Mode, RowError, RowSpec, select_rows, under_allocators
 
 EXIT_FAILED_ROWS = 1
 EXIT_INTERRUPTED = 130
+_MEASURING = ("measure", ("torch", "transformers", "peft"))
 EXTRAS = {  # what each command imports beyond the core, and the extra that installs it
-    "measure": ("measure", ("torch", "transformers", "peft")),
-    "probe": ("measure", ("torch", "transformers", "peft")),
-    "predict": ("measure", ("torch", "transformers", "peft")),
-    "fit": ("measure", ("torch", "transformers", "peft")),
-    "refresh": ("measure", ("torch", "transformers", "peft")),
-    "gpu": ("measure", ("torch", "transformers", "peft")),
+    **dict.fromkeys(("measure", "probe", "predict", "fit", "refresh", "gpu", "published"), _MEASURING),
     "history": ("measure", ("torch", "transformers")),
     "build": ("site", ("jinja2", "markdown_it", "altair", "vl_convert")),
     "cluster": ("cluster", ("submitit",)),
@@ -297,4 +294,4 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,
-            "predict": run_predict, "fit": run_fit, "history": run_history, "gpu": run_gpu}
+            "predict": run_predict, "fit": run_fit, "history": run_history, "gpu": run_gpu, "published": run_published}

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from generator.cli.gpu_kit import add_parser as _gpu
+from generator.cli.published import add_parser as _published
 from generator.diff.compare import parse_threshold
 from generator.matrix import (
     ALLOCATORS,
@@ -104,12 +105,22 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
             "lora": lora}
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memory-budget")
+    except PackageNotFoundError:  # a checkout run as `python -m generator` without installing it
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(prog="memory-budget", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"memory-budget {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     shared = _parents()
-    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history, _gpu):
+    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history, _gpu, _published):
         add(commands, shared)
     return parser
 

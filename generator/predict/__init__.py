@@ -18,7 +18,7 @@
 - ``cuda_program``: what CUDA runs where it differs from the CPU (SDPA's backend, autocast's lists, the fused
   8-bit update), for GPU figures; ``programs``: the two programs' tensor peaks side by side.
 - ``curves``: the site's simulated curves; ``parallel``: simulations side by side; ``history``: tensor peaks
-  under the installed release.
+  under the installed release; ``published``: the published-figures suite's recipes, simulated.
 
 It imports measure (for the environment), answers, the store and the core; never report. It simulates and
 never runs a measurement of its own: `refresh`, which probes and measures too, is the command line's."""

@@ -89,6 +89,7 @@ class PageContext:
     versions_page: bool = False  # the site has a page comparing library versions
     fit_page: bool = False  # the site has the simulated fit page
     accuracy_chart: bool = False  # the site draws predicted against measured for every model (accuracy.svg)
+    published_page: bool = False  # the site has the page of published GPU figures (published.md)
     overhead: OverheadSummary | None = None
     has_predictions: bool = False
     headline: Headline | None = None

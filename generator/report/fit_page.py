@@ -138,6 +138,7 @@ class FitPageContext:
     validated: tuple[tuple[str, ...], ...] = ()  # (model, row, simulated, measured on the device, error)
     checked: tuple[tuple[str, ...], ...] = ()  # (model, row at the answer's batch, the cap, what happened)
     device_name: str = ""  # the device that validated them
+    published_page: bool = False  # the site has the page of published GPU figures (published.md)
 
 
 def cell(answer: FitAnswer) -> str:

@@ -9,6 +9,7 @@ from generator.matrix import DEFAULT_ALLOCATOR, parse_row
 from generator.report.charts import BAND, INK
 from generator.report.fit_page import AccuracyPoint
 from generator.report.history import HistoryContext
+from generator.report.published_page import ChartPoint as PublishedPoint
 from generator.report.versions import VersionsContext
 
 
@@ -102,3 +103,28 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float, machine: st
         f"solid: y = x; dashed: ±{within:.0%}".replace("%", " %")])
     return alt.layer(guide, spread, dots, title=title).properties(
         width=260, height=260)
+
+
+def published_chart(points: tuple[PublishedPoint, ...]) -> alt.TopLevelMixin:
+    """Simulated GPU tensor peak against the peak a source published, one point an entry, coloured by recipe:
+    y = x and the default band (-5 % / +10 %) as lines."""
+    data = [{"entry": p.id, "recipe": p.kind, "published": p.published_gib, "simulated": p.predicted_gib}
+            for p in points]
+    top = max(max(p.published_gib, p.predicted_gib) for p in points) * 1.1
+    factors = (("y = x", 1.0), ("+10 %", 1.10), ("-5 %", 0.95))
+    lines = [{"x": x, "y": x * factor, "line": name} for x in (0, top) for name, factor in factors]
+    scale = alt.Scale(domain=[0, top])
+    guide = alt.Chart(alt.Data(values=lines)).mark_line(color=INK, strokeWidth=1).encode(
+        x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale), detail="line:N",
+        strokeDash=alt.condition(alt.datum.line == "y = x", alt.value([1, 0]), alt.value([4, 3])))
+    dots = alt.Chart(alt.Data(values=data)).mark_point(size=70, strokeWidth=2, filled=True).encode(
+        x=alt.X("published:Q", title="published peak, GiB", scale=scale),
+        y=alt.Y("simulated:Q", title="simulated GPU tensor peak, GiB", scale=scale),
+        color=alt.Color("recipe:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
+        shape=alt.Shape("recipe:N", title=None),
+        tooltip=["entry:N", "recipe:N", alt.Tooltip("published:Q", format=".2f"),
+                 alt.Tooltip("simulated:Q", format=".2f")])
+    title = alt.TitleParams("Simulated against published", subtitleColor=INK, subtitleFontSize=14, subtitle=[
+        "published: max_memory_allocated() on the source's card", "simulated: the GPU program's tensor peak",
+        "solid: y = x; dashed: -5 % and +10 %"])
+    return alt.layer(guide, dots, title=title).properties(width=260, height=260)

@@ -14,9 +14,10 @@ from markupsafe import Markup
 from generator.escaping import heading_slug, markdown_code, markdown_text, one_line
 from generator.report.article import PageContext
 from generator.report.fit_page import FitPageContext
+from generator.report.published_page import PublishedPageContext
 from generator.report.versions import VersionsContext
 
-Page = PageContext | VersionsContext | FitPageContext
+Page = PageContext | VersionsContext | FitPageContext | PublishedPageContext
 
 
 def templates() -> Traversable:

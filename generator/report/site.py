@@ -22,7 +22,8 @@ from generator.report.gpu_validation import (
 from generator.report.history import history_context
 from generator.report.low_bit import low_bit_section
 from generator.report.output import check_output, write_site
-from generator.report.page_charts import accuracy_chart, history_chart, versions_chart
+from generator.report.page_charts import accuracy_chart, history_chart, published_chart, versions_chart
+from generator.report.published_page import PublishedPageContext, build_published_page
 from generator.report.render import render_markdown, render_page
 from generator.report.sharded import sharded_section
 from generator.report.versions import VersionsContext, build_versions
@@ -35,13 +36,15 @@ from generator.store.records import ResultsError
 
 
 def render_pages(context: PageContext, versions: VersionsContext | None = None,
-                 fit_page: FitPageContext | None = None) -> dict[str, str]:
+                 fit_page: FitPageContext | None = None,
+                 published: PublishedPageContext | None = None) -> dict[str, str]:
     """Every output file's text, keyed by file name: the Markdown, the HTML made from it, and the SVGs."""
     article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None,
-                      accuracy_chart=fit_page is not None and bool(fit_page.points))
+                      accuracy_chart=fit_page is not None and bool(fit_page.points),
+                      published_page=published is not None)
     pages = {**render_markdown(article), **render_svgs(context)}
     if versions is not None:
-        pages.update(render_page("versions", versions))
+        pages.update(render_page("versions", replace(versions, published_page=published is not None)))
         if versions.releases:
             pages["versions.svg"] = to_svg(versions_chart(versions))
         if versions.history is not None:
@@ -50,6 +53,10 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
         pages.update(render_page("fit", fit_page))
         if fit_page.points:
             pages["accuracy.svg"] = to_svg(accuracy_chart(fit_page.points, WITHIN, machine_of(context)))
+    if published is not None:
+        pages.update(render_page("published", published))
+        if published.points:
+            pages["published.svg"] = to_svg(published_chart(published.points))
     return pages
 
 
@@ -97,14 +104,16 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment),
         recorded)
     validation = None if single_folder else gpu_validation(catalog)
+    published_suite = None if single_folder else build_published_page(catalog.root)
     if fit_page is not None:
         fit_page = replace(fit_page, sharded=sharded_section(fit_table), gpu_line=first_screen_line(validation),
                            context_measured=context_line(validation), validated=validated_cells(validation),
                            checked=checked_cells(validation),
-                           device_name=validation.device_name if validation else "")
+                           device_name=validation.device_name if validation else "",
+                           published_page=published_suite is not None)
     if context.answer is not None:
         context = replace(context, gpu_line=first_screen_line(validation))
-    return render_pages(context, versions, fit_page)
+    return render_pages(context, versions, fit_page, published_suite)
 
 
 def build_site(measurements: Path, output: Path, env: str | None = None, model: str | None = None,

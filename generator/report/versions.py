@@ -44,6 +44,7 @@ class VersionsContext:
     changes: tuple[tuple[str, str, float, float], ...]  # (release label, row, change, threshold) for the chart
     across_machines: bool = False  # no other release was measured on the article's machine
     history: HistoryContext | None = None  # simulated tensor peaks across many releases
+    published_page: bool = False  # the site has the page of published GPU figures (published.md)
     exact_rows: int = 0  # rows whose two sides carry simulations of one simulator: the tensors (exact) column
     left_out: tuple[str, ...] = ()  # other environments of the model none of whose rows can be compared
 

@@ -12,6 +12,7 @@
   of a model recorded with `fit --model X --record`, which the calculator offers.
 - ``history``: the release history's files; ``runlog``: the logs beside the rows; ``simulations``: simulations
   kept on disk; ``configs``: the shipped config a result was measured on; ``plausible``: figures no
-  measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator.
+  measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator;
+  ``published``: the published-figures suite and the answers recorded for it.
 
 It imports only the core modules (generator/*.py), never a stage above it."""
