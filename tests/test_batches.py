@@ -198,6 +198,6 @@ def test_the_batch_path_is_the_simulation_on_every_architecture(path: Path, tmp_
 
 
 def _cannot_run(path: Path) -> set[tuple[str, str]]:
-    """The set-ups an architecture cannot run (no LoRA target a 4-bit base can take, say): no line, and the same
-    error at every batch."""
-    return {("train-b2-s16-bf16-nf4-lora8", name) for name in PROGRAMS} if path.stem == "falcon" else set()
+    """The set-ups an architecture cannot run: no line, and the same error at every batch. None now: Falcon's
+    4-bit row, refused while quantize_nf4 skipped nn.Linear's subclasses (FalconLinear), runs."""
+    return set()
