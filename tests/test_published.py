@@ -120,7 +120,7 @@ def test_the_page_is_built_linked_and_names_every_source() -> None:
     page = pages["published.md"]
     for entry in published.load_suite(MEASUREMENTS):
         assert entry.id.replace("_", "\\_") in page
-    assert "https://github.com/Lightning-AI/litgpt/blob/5895df1004c3d05ef69f7aeffcfee757dbc42d58" in page
+    assert "`https://github.com/Lightning-AI/litgpt/blob/5895df1004c3d05ef69f7aeffcfee757dbc42d58" in page
     assert "published.svg" in page and "published.svg" in pages
     gpu_section = pages["index.md"].split("## Reading these figures for a GPU")[1].split("\n## ")[0]
     assert "(published.md)" in gpu_section
