@@ -153,12 +153,17 @@ def _check_causal_lm(config: dict, where: str) -> int:
 _SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "n_layer", "n_embd", "n_head")
 
 
+def _field(config, name: str):
+    """A field of a config file (a dict) or of a built config."""
+    return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
+
 def _check_sizes(config, where: str) -> None:
     """Refuse a size of zero or less, in a config file or a built config: a model without layers or without a
     vocabulary has no peak to measure, and building one fails deep in torch (a vocabulary of 0) or answers with
     nonsense (no layers)."""
     for name in _SIZES:
-        value = config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+        value = _field(config, name)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             raise ModelError(f"--model {where}: {name} is {value}; it must be 1 or more")
     _check_heads(config, where)
@@ -167,10 +172,7 @@ def _check_sizes(config, where: str) -> None:
 def _check_heads(config, where: str) -> None:
     """Refuse key-value heads that do not divide the attention heads: each group of query heads shares one
     key-value head, and a config with 4 heads and 3 groups fails deep in attention with a size mismatch."""
-    def get(name: str):
-        return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
-
-    heads, groups = get("num_attention_heads"), get("num_key_value_heads")
+    heads, groups = _field(config, "num_attention_heads"), _field(config, "num_key_value_heads")
     if isinstance(heads, int) and isinstance(groups, int) and groups > 0 and heads > 0 and heads % groups:
         raise ModelError(f"--model {where}: num_key_value_heads is {groups}, which does not divide "
                          f"num_attention_heads ({heads}); it must be one of "

@@ -43,7 +43,7 @@ def test_every_entry_keeps_the_verdict_the_suite_states(fresh: published.Predict
     entries = published.load_suite(MEASUREMENTS)
     from generator.answers.published import judge
 
-    for judged in judge(entries, fresh, published.digests(entries)):
+    for judged in judge(entries, fresh):
         verdict = "within" if judged.within else "outside"
         assert verdict == judged.entry.expected, (judged.entry.id, judged.error)
         if verdict == "outside":
@@ -54,7 +54,7 @@ def test_no_qlora_entry_is_under_its_figure_with_the_allowance(fresh: published.
     entries = published.load_suite(MEASUREMENTS)
     from generator.answers.published import judge
 
-    judged = judge(entries, fresh, published.digests(entries))
+    judged = judge(entries, fresh)
     allowance = qlora_allowance(judged)
     assert allowance is not None and allowance.factor > 1
     for j in judged:
@@ -111,7 +111,7 @@ def test_a_prediction_of_another_config_is_stale_and_not_shown(tmp_path: Path) -
     entries = published.load_suite(tmp_path)
     from generator.answers.published import judge
 
-    judged = {j.entry.id: j for j in judge(entries, published.load_predicted(tmp_path), published.digests(entries))}
+    judged = {j.entry.id: j for j in judge(entries, published.load_predicted(tmp_path))}
     assert judged["phi-2-lora"].predicted is None and judged["llama-2-7b-lora"].predicted is not None
 
 

@@ -44,14 +44,13 @@ class Judged:
         return self.error is not None and low <= self.error <= high
 
 
-def judge(entries: list[Entry], predicted: PredictedFile | None, digests: dict[str, str]) -> list[Judged]:
-    """Each entry with its recorded prediction, where one was recorded for the entry's row and config
-    (``digests``: entry id -> config digest)."""
+def judge(entries: list[Entry], predicted: PredictedFile | None) -> list[Judged]:
+    """Each entry with its recorded prediction, where one was recorded for the entry's row and config."""
     recorded = {p.id: p for p in predicted.entries} if predicted else {}
     judged = []
     for entry in entries:
         found = recorded.get(entry.id)
-        if found is not None and (found.row != entry.row or found.config != digests[entry.id] or found.error):
+        if found is not None and (found.row != entry.row or found.config != entry.config_digest or found.error):
             found = None
         error = found.gpu_tensor_peak_bytes / entry.published_bytes - 1 if found else None
         judged.append(Judged(entry=entry, kind=kind(entry), predicted=found, error=error))

@@ -33,7 +33,7 @@ def run_published(args: argparse.Namespace) -> int:
     answers = simulate_suite(entries, args.jobs)
     if args.record:
         print(f"wrote {published.write_predicted(args.measurements, answers)}", file=sys.stderr)
-    judged = judge(entries, answers, published.digests(entries))
+    judged = judge(entries, answers)
     print(render(judged, answers))
     allowance = qlora_allowance(judged)
     if allowance is not None:
@@ -45,20 +45,20 @@ def run_published(args: argparse.Namespace) -> int:
 def render(judged: list, answers) -> str:  # judged: list[Judged]; answers: PredictedFile
     """The table: published, predicted (simulated GPU tensor peak), error and verdict, one line an entry."""
     from generator.escaping import plain_terminal_text
+    from generator.store import published
 
     reasons = {p.id: p.error for p in answers.entries}
     lines = [f"simulated under {answers.libraries}", f"{'entry':24} {'published':>16} {'predicted':>12} "
              f"{'error':>8}  verdict"]
     for j in judged:
-        published = f"{j.entry.published} {j.entry.source.unit}"
+        figure = f"{j.entry.published} {j.entry.source.unit}"
         if j.error is None:
-            lines.append(f"{j.entry.id:24} {published:>16} {'-':>12} {'-':>8}  not simulated: "
+            lines.append(f"{j.entry.id:24} {figure:>16} {'-':>12} {'-':>8}  not simulated: "
                          f"{plain_terminal_text(reasons.get(j.entry.id, ''))}")
             continue
-        predicted = j.predicted.gpu_tensor_peak_bytes / 1e9 if j.entry.source.unit == "GB" else \
-            j.predicted.gpu_tensor_peak_bytes / 2**30
+        predicted = j.predicted.gpu_tensor_peak_bytes / published.UNITS[j.entry.source.unit]
         low, high = j.entry.band
         verdict = "within" if j.within else f"outside {low:+.0%} / {high:+.0%}"
-        lines.append(f"{j.entry.id:24} {published:>16} {predicted:>8.2f} {j.entry.source.unit:3} "
+        lines.append(f"{j.entry.id:24} {figure:>16} {predicted:>8.2f} {j.entry.source.unit:3} "
                      f"{j.error:>+8.1%}  {verdict}")
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from generator.matrix import RowError, check_row, parse_row
 from generator.model_source import ModelError, resolve_model
 from generator.predict import parallel
 from generator.predict.simulate import METHOD, try_simulate_part
-from generator.store.published import Entry, Predicted, PredictedFile, config_digest
+from generator.store.published import Entry, Predicted, PredictedFile
 from generator.store.records import CudaPart
 
 LIBRARIES = ("torch", "transformers", "peft", "bitsandbytes")
@@ -22,7 +22,7 @@ def libraries() -> str:
 
 def _simulate(entry: Entry) -> Predicted:
     """One entry's GPU program, or its one-line reason."""
-    digest = config_digest(entry)
+    digest = entry.config_digest
     try:
         row = parse_row(entry.row)
         check_row(row, entry.row)

@@ -120,7 +120,7 @@ def build_published_page(measurements: Path) -> PublishedPageContext | None:
     if not entries:
         return None
     answers = published.load_predicted(measurements)
-    judged = judge(entries, answers, published.digests(entries))
+    judged = judge(entries, answers)
     sections = tuple(KindSection(kind=kind, label=KIND_LABELS[kind], within=sum(j.within for j in group),
                                  rows=tuple(_row(j) for j in group))
                      for kind in KINDS if (group := [j for j in judged if j.kind == kind]))

@@ -50,6 +50,7 @@ class Entry:
     id: str
     source: Source
     config: Path  # the model card's config.json, committed beside the suite
+    config_digest: str  # what names that config in _predicted.toml: a prediction of an edited config is stale
     hub: str
     row: str  # a row id (generator/matrix.py)
     lora_targets: str  # "q_proj,v_proj", "" for the architecture's default
@@ -107,6 +108,11 @@ def _band(table: dict, where: str) -> tuple[tuple[float, float], str]:
     return (float(band[0]), float(band[1])), reason
 
 
+def _digest(config: Path) -> str:
+    return hashlib.sha256(json.dumps(json.loads(config.read_text(encoding="utf-8")),
+                                     sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _expected(table: dict, where: str) -> str:
     expected = table.get("expected", "within")
     if expected not in ("within", "outside"):
@@ -121,7 +127,8 @@ def _entry(table: dict, source: Source, path: Path) -> Entry:
     if config.is_symlink() or not config.is_file() or path.parent.resolve() not in config.resolve().parents:
         raise ResultsError(f"{where}: config {fields['config']!r} is not a file inside {path.parent}")
     band, reason = _band(table, where)
-    return Entry(id=fields["id"], source=source, config=config, hub=fields["hub"], row=fields["row"],
+    return Entry(id=fields["id"], source=source, config=config, config_digest=_digest(config), hub=fields["hub"],
+                 row=fields["row"],
                  lora_targets=str(table.get("lora_targets", "")), machine=fields["machine"],
                  recipe=fields["recipe"], published=fields["published"],
                  published_bytes=_bytes(fields["published"], source.unit, where), band=band, band_reason=reason,
@@ -147,24 +154,13 @@ def load_suite(measurements: Path) -> list[Entry]:
     return entries
 
 
-def config_digest(entry: Entry) -> str:
-    """What names an entry's config in _predicted.toml: a prediction of an edited config is stale."""
-    return hashlib.sha256(json.dumps(json.loads(entry.config.read_text(encoding="utf-8")),
-                                     sort_keys=True).encode()).hexdigest()[:16]
-
-
-def digests(entries: list[Entry]) -> dict[str, str]:
-    """Each entry's config digest, by entry id."""
-    return {entry.id: config_digest(entry) for entry in entries}
-
-
 @dataclass(frozen=True)
 class Predicted:
     """What the simulator answered for one entry, under the libraries and simulator the file names."""
 
     id: str
     row: str
-    config: str  # config_digest of the config simulated
+    config: str  # the config_digest of the entry's config when it was simulated
     gpu_tensor_peak_bytes: int  # the GPU program's tensor peak: what max_memory_allocated() reports
     gpu_reserved_bytes: int  # replayed through the caching allocator's rules
     error: str  # why it could not be simulated; "" where it was
