@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -51,18 +52,24 @@ class ModelSource:
         return f"transformers.models.{module}.modeling_{module}"
 
 
-def resolve_model(text: str | None) -> ModelSource:
-    """Turn a --model value into a checked ModelSource, or raise ModelError with a one-line reason."""
+Check = Callable[[dict, str], int]  # a config file's checks: its maximum positions, or ModelError
+
+
+def resolve_model(text: str | None, check: Check | None = None) -> ModelSource:
+    """Turn a --model value into a checked ModelSource, or raise ModelError with a one-line reason. A config
+    file's checks are check_causal_lm's, or ``check``'s: the same checks, their answer kept from an earlier
+    run (generator/predict/kept.py)."""
+    check = check or check_causal_lm
     if text is None or text.lower() in _BUILTIN_CONFIGS:
         name, file_name = _BUILTIN_CONFIGS[(text or DEFAULT_MODEL).lower()]
         path = resources.files("generator") / "models" / file_name
-        return _from_config_file(Path(str(path)), name, f"{file_name} (shipped with memory-budget)")
+        return _from_config_file(Path(str(path)), name, f"{file_name} (shipped with memory-budget)", check)
     path = Path(text).expanduser()
     if path.is_file():  # a hub-style .../<model>/config.json is named after its folder
         name = path.resolve().parent.name if path.stem == "config" and path.resolve().parent.name else path.stem
-        return _from_config_file(path, name, text)
+        return _from_config_file(path, name, text, check)
     if path.is_dir():
-        return _from_folder(path)
+        return _from_folder(path, check)
     if _looks_like_path(text):
         raise ModelError(f"--model {text}: no such file or folder, and not a shipped config "
                          f"(shipped: {', '.join(SHIPPED_MODELS)})")
@@ -73,19 +80,19 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith((".", "/", "~")) or text.endswith(".json") or text.count("/") != 1
 
 
-def _from_config_file(path: Path, name: str, reference: str) -> ModelSource:
+def _from_config_file(path: Path, name: str, reference: str, check: Check) -> ModelSource:
     config = _read_config(path)
-    positions = _check_causal_lm(config, str(path))
+    positions = check(config, str(path))
     return ModelSource(name=name, kind=RANDOM_INIT, reference=reference, location=str(path.resolve()),
                        config_sha256=config_hash(config), model_type=config["model_type"], max_positions=positions)
 
 
-def _from_folder(folder: Path) -> ModelSource:
+def _from_folder(folder: Path, check: Check) -> ModelSource:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ModelError(f"--model {folder}: the folder has no config.json")
     config = _read_config(config_path)
-    positions = _check_causal_lm(config, str(folder))
+    positions = check(config, str(folder))
     has_weights = any((folder / name).exists() for name in _WEIGHT_FILES)
     return ModelSource(name=folder.name, kind=PRETRAINED if has_weights else RANDOM_INIT,
                        reference=str(folder), location=str((folder if has_weights else config_path).resolve()),
@@ -102,7 +109,7 @@ def _from_hub(repo_id: str) -> ModelSource:
     except (OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ModelError(f"--model {repo_id}: cannot load it from the hub: {first_line}") from None
-    positions = _check_causal_lm(config, repo_id)
+    positions = check_causal_lm(config, repo_id)
     return ModelSource(name=repo_id.split("/")[-1], kind=PRETRAINED, reference=repo_id, location=repo_id,
                        config_sha256=config_hash(config), model_type=config["model_type"], max_positions=positions)
 
@@ -128,7 +135,7 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-def _check_causal_lm(config: dict, where: str) -> int:
+def check_causal_lm(config: dict, where: str) -> int:
     """Refuse what is not a causal LM transformers can build; return its maximum positions (0: no limit)."""
     found = transformers_config()
     model_type = config.get("model_type")
@@ -220,7 +227,7 @@ def meta_model(source: ModelSource, config=None):  # -> transformers.PreTrainedM
     """The model (of ``config``, else its own) built on the meta device: its modules, and no memory."""
     import torch
 
-    with torch.device("meta"), _no_init_weights():
+    with torch.device("meta"), skip_init_weights():
         return from_config(source, load_config(source) if config is None else config)
 
 
@@ -249,20 +256,6 @@ def dtype_argument() -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
-def build_model(source: ModelSource, dtype):  # -> transformers.PreTrainedModel; imports kept local
-    """Build or load the model in the worker, directly in the row's dtype."""
-    from transformers import AutoModelForCausalLM
-
-    if source.kind == PRETRAINED:
-        return AutoModelForCausalLM.from_pretrained(source.location, **{dtype_argument(): dtype})
-    config = load_config(source)
-    with _no_init_weights():
-        model = AutoModelForCausalLM.from_config(config, **{dtype_argument(): dtype})
-    model.tie_weights()  # skipping the init also skips tying; an untied lm_head would add a whole matrix
-    fill_random_weights(model, getattr(config, "initializer_range", 0.02))
-    return model
-
-
 def load_config(source: ModelSource):  # -> transformers.PretrainedConfig
     """The model's transformers config: from the config file, or from the folder or hub id of a pretrained one."""
     from transformers import AutoConfig
@@ -273,27 +266,9 @@ def load_config(source: ModelSource):  # -> transformers.PretrainedConfig
     return AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
 
 
-def _no_init_weights():
+def skip_init_weights():  # transformers' context that skips the weights' init
     try:
         from transformers.initialization import no_init_weights  # transformers 5
     except ImportError:
         from transformers.modeling_utils import no_init_weights  # type: ignore[attr-defined,no-redef]  # 4.x
     return no_init_weights()
-
-
-def fill_random_weights(model, std: float) -> None:
-    """Random weights without transformers' per-module init, which costs seconds on a CPU.
-
-    Matrices get a uniform draw with the config's standard deviation, norms get ones, biases zeros: values
-    that compute like a real model's (no NaNs, no denormals). Peak memory does not depend on them."""
-    import torch
-
-    bound = std * 3**0.5
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if parameter.dim() >= 2:
-                parameter.uniform_(-bound, bound)
-            elif "norm" in name:
-                parameter.fill_(1.0)
-            else:
-                parameter.zero_()

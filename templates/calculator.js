@@ -25,8 +25,9 @@
   }
   function peakFunction(curve, target) {
     var batches = curve.batches.map(BigInt), tensor = curve.tensor.map(BigInt), cuda = curve.cuda.map(BigInt);
-    if (target === "gpu") {
-      return function (batch) { return chord(batches, cuda, batch) + BigInt(data.context); };
+    if (target === "gpu") {  // the reserve with its allowance, rounded up (answers/published.py allowed)
+      var ppm = BigInt(curve.allowance), million = BigInt(data.ppm);
+      return function (batch) { return -floorDiv(-chord(batches, cuda, batch) * ppm, million) + BigInt(data.context); };
     }
     return function (batch) {
       return BigInt(roundHalfEven(Number(chord(batches, tensor, batch)) * (1 + data.proportional) + data.fixed));

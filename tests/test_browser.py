@@ -320,7 +320,8 @@ def _python_answer(calculator: dict, model: str, kind: str, seq: int, budget: in
         batches=tuple(int(v) for v in curve["batches"]), tensor_bytes=tuple(int(v) for v in curve["tensor"]),
         cuda_bytes=tuple(int(v) for v in curve["cuda"])),), example=(), seconds=0.0, simulator="")
     process = ProcessModel(calculator["proportional"], calculator["fixed"], 1, "")
-    ((_, answer),) = site_answers(table, process, (Budget("", budget, target, calculator["margins"][target]),))
+    ((_, answer),) = site_answers(table, process, (Budget("", budget, target, calculator["margins"][target]),),
+                                  int(curve["allowance"]))  # QLoRA's allowance on its reserve, none on the others
     return cell(answer)
 
 

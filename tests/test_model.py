@@ -11,7 +11,8 @@ from conftest import TINY_MODEL
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from generator.matrix import DEFAULT_LORA_RANK
-from generator.model_source import ModelError, build_model, resolve_model
+from generator.model_build import build_model
+from generator.model_source import ModelError, resolve_model
 from generator.steps import default_lora_targets
 
 SMOLLM2_PARAMETERS = 134_515_008

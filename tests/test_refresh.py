@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from test_mutation_figures import ENV, _row
 
+from generator.answers.fit import SEARCH, search_text
+from generator.answers.published import qlora_ppm
 from generator.cli import refresh
 from generator.model_source import SHIPPED_MODELS, resolve_model
 from generator.predict import curves
@@ -44,7 +46,7 @@ def _table(**changes) -> FitTable:
                      curves=tuple(Curve(model=s.name, config_sha256=s.config_sha256, parameters=1, kind="inference",
                                         row="infer-b{b}-s1024", batches=(1, 2), tensor_bytes=(1, 2),
                                         cuda_bytes=(1, 2)) for s in shipped), cards=curves.PAGE_CARDS,
-                     search=curves.SEARCH)
+                     search=SEARCH)
     return replace(table, **changes)
 
 
@@ -70,11 +72,12 @@ def test_the_fit_step_names_recorded_curves_the_page_now_drops(tmp_path: Path) -
     from generator.store.recorded_curves import RecordedCurves, save_recorded
 
     folder = tmp_path / ENV.id
-    save_fit(_table(), folder)
+    searched = search_text(qlora_ppm(tmp_path, "gpu"))  # the search refresh holds a table to, QLoRA's allowance in
+    save_fit(_table(search=searched), folder)
     curve = replace(_table().curves[0], model="Mine")
     for model, simulator in (("Mine", "fake-tensors-1"), ("Current", METHOD)):
         save_recorded(RecordedCurves(model=model, config_sha256="c", libraries=libraries(ENV), environment=ENV.id,
-                                     simulator=simulator, curves=(replace(curve, model=model),), search=curves.SEARCH),
+                                     simulator=simulator, curves=(replace(curve, model=model),), search=searched),
                        folder)
     note = refresh._curves(tmp_path, ENV)
     assert note.startswith("fit curves: current") and "Mine's recorded curves are of another simulator" in note

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 import pytest
 from test_mutation_figures import ENV, _row
 
+from generator.answers.fit import search_text
+from generator.answers.published import qlora_ppm
 from generator.cli import refresh
 from generator.matrix import parse_row
 from generator.measure import allocator
@@ -95,7 +97,7 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
     monkeypatch.setattr(curves.time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [
         function(*t) for t in tasks] if workers == 3 else pytest.fail(f"workers {workers}"))
-    monkeypatch.setattr(curves, "calculator_edges", lambda process=None, cards=(): ("edges at", cards))
+    monkeypatch.setattr(curves, "calculator_edges", lambda process=None, cards=(), qlora_ppm=0: ("edges at", cards))
     table = curves.site_curves(ENV, 3, (8, 24), (512, 1024))  # type: ignore[arg-type]
     assert table.seconds == 12.3
     kinds = list(curves.KINDS)
@@ -151,7 +153,7 @@ def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulato
     return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024,
                     curves=tuple(c for c in made if c.seq_len == 1024), example=(), simulator=simulator,
                     other_lengths=tuple(c for c in made if c.seq_len != 1024), cards=curves.PAGE_CARDS,
-                    search=curves.SEARCH)
+                    search=search_text(qlora_ppm(Path("no-measurements-here"), "gpu")))  # the shipped suite's
 
 
 
@@ -159,7 +161,7 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
     monkeypatch.setattr(curves, "SHIPPED_MODELS", ("a", "b"))
     monkeypatch.setattr(curves, "resolve_model", lambda name: SimpleNamespace(config_sha256=name))
     saved: list[tuple] = []
-    monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers: SimpleNamespace(  # a table
+    monkeypatch.setattr(refresh.curves, "site_curves", lambda environment, workers, qlora_ppm: SimpleNamespace(
         made=("new", environment.id, workers), libraries="", simulator="", search=""))
     monkeypatch.setattr(refresh, "default_workers", lambda: 3)
     monkeypatch.setattr(refresh.fit_table, "save_fit", lambda table, folder: saved.append((table, folder)) or
@@ -348,8 +350,8 @@ def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> N
                                           example=(), seconds=0.0, simulator="", sharded=())
     written(seconds=3)
     assert load_fit(tmp_path).seconds == 3.0  # type: ignore[union-attr]
-    for damage, reason in [({"simulator": 3}, "simulator or search is not text"),
-                           ({"search": ["x"]}, "simulator or search is not text"),
+    for damage, reason in [({"simulator": 3}, "simulator, search or bitsandbytes is not text"),
+                           ({"search": ["x"]}, "simulator, search or bitsandbytes is not text"),
                            ({"seq_len": "512"}, "libraries, environment or seq_len is missing or mistyped"),
                            ({"environment": 1}, "libraries, environment or seq_len is missing or mistyped"),
                            ({"libraries": 1}, "libraries, environment or seq_len is missing or mistyped"),

@@ -11,6 +11,7 @@ from conftest import TINY_MODEL
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
+from generator.predict import kept as fast
 from generator.predict import simulate as simulation
 from generator.store import simulations
 
@@ -49,7 +50,7 @@ def test_anything_the_figures_depend_on_makes_another_key(monkeypatch, kept: Pat
     simulation.simulate_kept(parse_row("train-b3-s32-lora8"), source)  # another row
     simulation.simulate_kept(row, replace(source, lora_targets=("q_proj",)))  # other LoRA targets
     simulation.simulate_kept(row, replace(source, config_sha256="0" * 64))  # another config
-    monkeypatch.setattr(simulation, "SIMULATOR_MODULES", ("generator.steps",))  # other simulator code
+    monkeypatch.setattr(fast, "SIMULATOR_MODULES", ("generator.steps",))  # other simulator code
     simulation.simulate_kept(row, source)
     assert len(made) == 5 * 2
 
@@ -77,7 +78,8 @@ def test_off_keeps_nothing(monkeypatch, tmp_path: Path) -> None:
 def test_with_nothing_kept_no_key_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
     """MEMORY_BUDGET_CACHE=off: each part is simulated, and no key made (the code's hash reads every module)."""
     monkeypatch.setenv("MEMORY_BUDGET_CACHE", "off")
-    monkeypatch.setattr(simulation, "simulation_key", lambda *_: pytest.fail("a key made with nothing kept"))
+    for module in (simulation, fast):
+        monkeypatch.setattr(module, "simulation_key", lambda *_: pytest.fail("a key made with nothing kept"))
     source, row = resolve_model(str(TINY_MODEL)), parse_row("infer-b2-s32")
     assert replace(simulation.simulate_kept(row, source), seconds=0.0) == replace(simulation.simulate(row, source),
                                                                                   seconds=0.0)
@@ -132,6 +134,78 @@ def test_a_key_names_the_versions_the_libraries_report() -> None:
 
     source = resolve_model(str(TINY_MODEL))
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}"
-    assert simulation.simulation_key(parse_row("train-b2-s32"), source, "cpu").libraries == versions
-    assert simulation.simulation_key(parse_row("train-b2-s32-bf16-nf4-lora8"), source, "cuda").libraries == (
+    assert fast.simulation_key(parse_row("train-b2-s32"), source, "cpu").libraries == versions
+    assert fast.simulation_key(parse_row("train-b2-s32-bf16-nf4-lora8"), source, "cuda").libraries == (
         f"{versions}, bitsandbytes {bitsandbytes.__version__}")
+
+
+def _predict(monkeypatch: pytest.MonkeyPatch, arguments: list[str]) -> str:
+    import io
+    import sys
+
+    from generator.cli import main
+
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "argv", ["memory-budget", "predict", "--model", str(TINY_MODEL), *arguments])
+    assert main() == 0
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_the_fast_path_prints_what_the_reference_path_prints_to_the_byte(monkeypatch, kept: Path,
+                                                                          output: str) -> None:
+    """predict of rows kept whole reads them without simulating (kept.py); what it prints equals what the
+    reference path, which imports the simulator and reads the same kept parts, prints."""
+    from generator.predict import rows
+
+    arguments = ["--rows", "train-b2-s32,infer-b3-s32", "--jobs", "1", "--format", output]
+    _predict(monkeypatch, arguments)  # simulates and keeps both rows' parts
+    made = _counting(monkeypatch)
+    fast_path = _predict(monkeypatch, arguments)
+    monkeypatch.setattr(rows, "kept_predictions", lambda *_: None)  # the reference path, reading the same parts
+    assert _predict(monkeypatch, arguments) == fast_path and made == []
+
+
+def test_a_row_not_kept_sends_the_question_to_the_reference_path(monkeypatch, kept: Path) -> None:
+    source = resolve_model(str(TINY_MODEL))
+    simulation.simulate_kept(parse_row("infer-b2-s32"), source)
+    assert fast.kept_predictions([parse_row("infer-b2-s32")], source) is not None
+    assert fast.kept_predictions([parse_row("infer-b2-s32"), parse_row("infer-b3-s32")], source) is None
+
+
+def test_predict_of_kept_rows_imports_neither_torch_nor_transformers(kept: Path) -> None:
+    """The speed of `predict` asked again is its imports: with every part kept and the config's checks kept,
+    neither heavy library is imported (the figure itself is in the benchmarks, not here)."""
+    import os
+    import subprocess
+    import sys
+
+    command = ["predict", "--model", str(TINY_MODEL), "--rows", "infer-b2-s32", "--jobs", "1"]
+    probe = ("import sys; from generator.cli import main; sys.argv = ['memory-budget', *sys.argv[1:]]; code = main(); "
+             "print(sorted({'torch', 'transformers', 'peft'} & set(sys.modules))); raise SystemExit(code)")
+    environment = {**os.environ, "MEMORY_BUDGET_CACHE": str(kept)}
+    for _ in range(2):  # the first run simulates and keeps; the second reads
+        done = subprocess.run([sys.executable, "-c", probe, *command], env=environment, capture_output=True,
+                              text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+
+
+def test_a_config_that_passed_its_checks_is_not_checked_again_and_one_that_failed_always_is(
+        monkeypatch, kept: Path, tmp_path: Path) -> None:
+    import json
+
+    from generator.model_source import ModelError, check_causal_lm
+
+    checked: list[str] = []
+    monkeypatch.setattr(fast, "check_causal_lm", lambda config, where: checked.append(where)
+                        or check_causal_lm(config, where))
+    first = resolve_model(str(TINY_MODEL), fast.kept_check)
+    assert resolve_model(str(TINY_MODEL), fast.kept_check) == first == resolve_model(str(TINY_MODEL))
+    assert checked == [str(TINY_MODEL)]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(TINY_MODEL.read_text()), "model_type": "bert"}), encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(ModelError, match="is an encoder"):
+            resolve_model(str(bad), fast.kept_check)
+    assert checked == [str(TINY_MODEL), str(bad), str(bad)]

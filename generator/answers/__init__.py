@@ -7,7 +7,9 @@ and read by predict (which simulates) and report (which places the answers on th
 - ``cuda_allocator``: the CUDA caching allocator, replayed over a simulation's allocations, with its documented
   constants and the context allowance a device adds.
 - ``overhead``: the process model, a tensor peak to a net peak, fitted on measured rows; ``accuracy``: that
-  model judged out of sample, and the band it validates.
-- ``published``: the simulation against peaks others published on GPUs, and QLoRA's allowance from them.
+  model judged out of sample, and the band it validates; ``margin``: fit's default margin from that band,
+  widened where the process model is another release's.
+- ``published``: the simulation against peaks others published on GPUs, and QLoRA's allowance from them, which
+  every GPU answer for a 4-bit row carries.
 
 It imports the store and the core, never measure, predict, report, diff or the command line."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.published import PPM, allowed
 from generator.budget import ProcessModel
 from generator.store.records import CpuPart, CudaPart, Prediction
 
@@ -33,33 +34,41 @@ class FitAnswer:
     parameters: int = 0
     budget_bytes: int = 0
     error: str = ""  # why this kind could not be simulated ('' when it was)
+    allowance_ppm: int = PPM  # the allowance on the simulated reserve in the peaks (QLoRA's on a GPU), per million
 
 
-def card_needs(reserved_bytes: int) -> int:
-    """What a card must hold for a simulated reserve: the reserve plus the stated context allowance (the CPU's
+def card_needs(reserved_bytes: int, allowance_ppm: int = PPM) -> int:
+    """What a card must hold for a simulated reserve: the reserve, with an allowance on it where one is given
+    (QLoRA's, from the published peaks: answers/published.py), plus the stated context allowance (the CPU's
     process overhead does not carry over)."""
-    return reserved_bytes + CUDA_CONTEXT_BYTES
+    return allowed(reserved_bytes, allowance_ppm) + CUDA_CONTEXT_BYTES
 
 
-def needs(target: str, tensor_bytes: int, reserved_bytes: int, model: ProcessModel) -> int:
+def needs(target: str, tensor_bytes: int, reserved_bytes: int, model: ProcessModel, allowance_ppm: int = PPM) -> int:
     """What a budget must hold, the one rule every answer uses: on a CPU the process peak net of imports (the
     tensor peak through the process model); on a GPU what the card needs for the caching allocator's simulated
-    reserve (card_needs)."""
-    return card_needs(reserved_bytes) if target.startswith("gpu") else model.expected(tensor_bytes)
+    reserve (card_needs), with QLoRA's allowance where the row is QLoRA's (a CPU's QLoRA is measured exact)."""
+    return card_needs(reserved_bytes, allowance_ppm) if target.startswith("gpu") else model.expected(tensor_bytes)
 
 
-def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessModel, target: str) -> int:
+def expected_peak(prediction: Prediction | CpuPart | CudaPart, model: ProcessModel, target: str,
+                  allowance_ppm: int = PPM) -> int:
     """needs() for a simulated row, reading only what the target needs, so that one program's part answers:
     a GPU's reserve ("gpu-expandable": with expandable segments), else the CPU's tensor peak."""
     if target.startswith("gpu"):
         reserved = getattr(prediction, "cuda_expandable_bytes" if target == "gpu-expandable" else "cuda_reserved_bytes")
-        return needs(target, 0, reserved, model)
+        return needs(target, 0, reserved, model, allowance_ppm)
     return needs(target, prediction.tensor_peak_bytes, 0, model)  # type: ignore[union-attr]
 
 
 # The search below, in words: a curve recorded for the site holds the batches it asks at each card, so a curve
 # pinned by another search is stale (generator/predict/curves.py is_current)
 SEARCH = "batches 2 and 3 propose by their line (batch 1 only where batch 2 does not fit), then interpolation"
+
+
+def search_text(qlora_ppm: int = PPM) -> str:
+    """The search a curve's batches were asked by: SEARCH, and QLoRA's allowance where it moved the GPU edges."""
+    return SEARCH if qlora_ppm == PPM else f"{SEARCH}; QLoRA's GPU reserve with its allowance, {qlora_ppm:,} ppm"
 
 
 def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:

@@ -8,10 +8,14 @@ cause that was found (bitsandbytes before 0.43.2 keeping each 4-bit layer's inpu
 simulated. It is the largest such factor over the QLoRA entries, so no QLoRA entry is left under its figure,
 and each entry is also judged against the factor the other entries alone give (leave-one-out)."""
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from generator.matrix import Mode, parse_row
-from generator.store.published import Entry, Predicted, PredictedFile
+from generator.store.published import Entry, Predicted, PredictedFile, load_predicted, load_suite, suite_root
+
+PPM = 1_000_000  # an allowance is whole parts per million, so that the page's calculator applies it to the byte
 
 KINDS = ("full", "lora", "qlora", "generate", "sharded")  # in the page's order
 PLAIN = ("full", "lora", "generate")  # one card, the installed libraries' programs
@@ -63,6 +67,7 @@ class Allowance:
     peak exceeded."""
 
     factor: float  # the largest published / predicted over the QLoRA entries
+    ppm: int  # the factor in parts per million, rounded up: what an answer multiplies by (allowed)
     entries: int
     worst: str  # the entry that sets it
     held_out_under: tuple[tuple[str, float], ...]  # entries the other entries' factor leaves under, by how much
@@ -79,5 +84,36 @@ def qlora_allowance(judged: list[Judged]) -> Allowance | None:
         others = max(value for other, value in ratios.items() if other != name)
         if others < ratio:
             under.append((name, others / ratio - 1))
-    return Allowance(factor=max(1.0, ratios[worst]), entries=len(ratios), worst=worst,
+    factor = max(1.0, ratios[worst])
+    return Allowance(factor=factor, ppm=math.ceil(factor * PPM), entries=len(ratios), worst=worst,
                      held_out_under=tuple(under))
+
+
+def allowed(n_bytes: int, ppm: int) -> int:
+    """A simulated figure with an allowance of ``ppm`` parts per million on it, rounded up to the byte."""
+    return -(-n_bytes * ppm // PPM)
+
+
+def row_ppm(row_id: str, qlora_ppm: int) -> int:
+    """The allowance on a GPU row's simulated reserve, per million: QLoRA's (``qlora_ppm``) for a 4-bit row, whose
+    published peaks the simulation fell short of, and none for any other, whose peaks it matched."""
+    return qlora_ppm if is_qlora(row_id) else PPM
+
+
+def is_qlora(row_id: str) -> bool:
+    """Whether a row trains on a 4-bit base: the rows QLoRA's allowance is for."""
+    return bool(parse_row(row_id).quantization)
+
+
+def suite_allowance(measurements: Path) -> Allowance | None:
+    """QLoRA's allowance from the published suite beside these measurements, or the suite shipped with the tool
+    where they have none (store/published.py suite_root); None where neither has QLoRA entries with predictions."""
+    root = suite_root(measurements)
+    return qlora_allowance(judge(load_suite(root), load_predicted(root)))
+
+
+def qlora_ppm(measurements: Path, target: str) -> int:
+    """QLoRA's allowance for a target, per million: on a GPU the suite's (suite_allowance), none on a CPU, where
+    QLoRA's peaks are measured and predicted exact."""
+    found = suite_allowance(measurements) if target.startswith("gpu") else None
+    return found.ppm if found else PPM

@@ -5,7 +5,7 @@ its stage when it runs; ``sharding`` checks fit's --gpus and --sharding and name
 missing; ``gpu_kit`` is the GPU validation kit; ``refresh`` orchestrates what a page still needs after `measure`
 (predictions, the step-2 probe, the curves), each step skipped where current; ``confirm`` measures fit's
 answers (`fit --confirm`); ``record`` writes `fit --record`'s curves; ``published`` simulates the
-published-figures suite. Bad input of any kind is reported as one
+published-figures suite; ``diff_command`` compares two environments. Bad input of any kind is reported as one
 line on stderr with exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
 
 import gc

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from importlib.util import find_spec
 
+from generator.cli.diff_command import run_diff
 from generator.cli.gpu_kit import run_gpu
 from generator.cli.parser import UsageError
 from generator.cli.published import run_published
@@ -60,8 +61,9 @@ def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSour
     from dataclasses import replace
 
     from generator.model_source import check_lengths, check_lora_targets, resolve_model
+    from generator.predict.kept import kept_check
 
-    source = resolve_model(args.model)
+    source = resolve_model(args.model, kept_check)  # a config checked once is not built again (kept.py)
     check_lengths(source, [row.positions for row in rows if row.mode != Mode.BASELINE])
     if not args.lora_targets:
         return source
@@ -201,18 +203,24 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def _process_model(measurements, allocator: str, target: str = "cpu"):  # -> ProcessModel; a GPU's answers need none
+    from dataclasses import replace
+
     from generator.answers.overhead import overhead_model
     from generator.budget import ProcessModel
     from generator.measure.environment import collect_environment
     from generator.store.catalog import Catalog
+    from generator.store.layout import reading_root
 
     if target != "cpu":  # they add the caching allocator's reserve, not this machine's process overhead: no rows read
         return ProcessModel(0.0, 0.0, 0, "no overhead modelled: a GPU budget holds the allocator's reserve")
-    return overhead_model(Catalog(measurements), collect_environment(), allocator)
+    root, note = reading_root(measurements)  # the folder given, else the measurements shipped with the tool
+    model = overhead_model(Catalog(root), collect_environment(), allocator)
+    return replace(model, source=model.source + note) if model.rows else model
 
 
 def run_predict(args: argparse.Namespace) -> int:
     """`predict`: simulate, print, and optionally record into the measured rows."""
+    from generator.answers.published import qlora_ppm
     from generator.predict.parallel import default_workers
     from generator.predict.rows import predict_rows, record, render_json, render_text
 
@@ -223,7 +231,8 @@ def run_predict(args: argparse.Namespace) -> int:
     source = _model(args, rows)
     model = _process_model(args.measurements, allocators[0])
     predictions = predict_rows(rows, source, model, args.jobs or default_workers())
-    sys.stdout.write(render_json(predictions, model) if args.format == "json" else render_text(predictions, model))
+    ppm = qlora_ppm(args.measurements, "gpu")  # QLoRA's allowance on the GPU figures
+    sys.stdout.write((render_json if args.format == "json" else render_text)(predictions, model, ppm))
     if args.record:
         written = record(predictions, source, args.measurements)
         print(f"recorded {len(written)} prediction(s) into {args.measurements}", file=sys.stderr)
@@ -232,9 +241,11 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def run_fit(args: argparse.Namespace) -> int:
     """`fit`: answers for one budget, or --record curves: the site's, or with --model that model's."""
+    from generator.answers.margin import validated_margin
+    from generator.answers.published import qlora_ppm
     from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
-    from generator.predict.fit import Predictor, fit, validated_margin
+    from generator.predict.fit import Predictor, fit
     from generator.predict.fit_report import render_json, render_text
     from generator.predict.parallel import default_workers
 
@@ -255,42 +266,20 @@ def run_fit(args: argparse.Namespace) -> int:
     sharding = sharding_asked(args.gpus, args.sharding, args.target)
     if sharding is not None and args.confirm:
         raise UsageError("--confirm measures two real steps on this machine, which cannot run one card of several")
+    if args.confirm and args.target != "cpu":
+        raise UsageError("--confirm measures two real steps on this machine's CPU: give --target cpu with it")
     source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, args.seq).id], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
-        args.margin, why = validated_margin(args.measurements, args.allocator, args.target)
+        args.margin, why = validated_margin(args.measurements, args.allocator, args.target, collect_environment())
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
-    answers = fit(Predictor(source, model, target=args.target, sharding=sharding), args.seq, args.budget,
+    answers = fit(Predictor(source, model, target=args.target, sharding=sharding,
+                            qlora_ppm=qlora_ppm(args.measurements, args.target)), args.seq, args.budget,
                   args.margin, kinds=kinds_here(), workers=workers)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target, sharding))
     if args.confirm:
         sys.stdout.write(confirm(answers, source, args.measurements, args.budget))
     return EXIT_FAILED_ROWS if any(answer.error for answer in answers) else 0
-
-
-def run_diff(args: argparse.Namespace) -> int:
-    """`diff`: exit 0 when no row got worse beyond its threshold, 1 when one did."""
-    from rich.console import Console
-
-    from generator.diff.compare import compare
-    from generator.diff.render import render_json, render_markdown, render_terminal
-    from generator.store.catalog import Catalog
-    from generator.store.layout import resolve_environment
-
-    catalog = Catalog(args.measurements)
-    sides = [catalog.select(resolve_environment(args.measurements, text), args.model)
-             for text in (args.before, args.after)]
-    comparison = compare(sides[0], sides[1], override=args.threshold)
-    if args.format == "json":
-        sys.stdout.write(render_json(comparison))
-    elif args.format == "md":
-        sys.stdout.write(render_markdown(comparison))
-    else:
-        console = Console(highlight=False)
-        if not console.is_terminal:
-            console = Console(highlight=False, width=200)  # a log or a pipe: no reason to wrap the table
-        render_terminal(comparison, console)
-    return EXIT_FAILED_ROWS if comparison.worse else 0
 
 
 COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,

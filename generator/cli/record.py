@@ -12,6 +12,7 @@ from generator.matrix import DEFAULT_SEQ_LEN, Mode, RowSpec
 def record_curves(args: argparse.Namespace, environment, model, workers: int) -> int:
     """fit --record: the shipped configs' curves into _fit.toml, or with --model one model's into its own file
     (merged with the lengths recorded before), which the next build offers in the fit page's calculator."""
+    from generator.answers.published import qlora_ppm
     from generator.cli.commands import _model, parse_rows
     from generator.predict.curves import CALCULATOR_LENGTHS, calculator_edges, lengths_of, model_curves, site_curves
     from generator.store.fit_table import save_fit
@@ -19,7 +20,7 @@ def record_curves(args: argparse.Namespace, environment, model, workers: int) ->
 
     folder = args.measurements / environment.id
     if args.model is None:
-        path = save_fit(site_curves(environment, workers), folder)
+        path = save_fit(site_curves(environment, workers, qlora_ppm=qlora_ppm(args.measurements, "gpu")), folder)
         print(f"wrote {path}: simulated curves for every shipped config, which `build` reads for every "
               f"environment with these library versions", file=sys.stderr)
         return 0
@@ -28,7 +29,11 @@ def record_curves(args: argparse.Namespace, environment, model, workers: int) ->
     lengths = lengths_of(source, (args.seq,) if args.seq else CALCULATOR_LENGTHS)
     path = recorded_path(folder, source.name)
     old = load_recorded(path) if path.exists() else None  # a file it cannot read is refused, not replaced
-    recorded = model_curves(source, environment, lengths, calculator_edges(model), workers)
+    if old is not None and old.config_sha256 != source.config_sha256:  # another model's curves: never written over
+        raise UsageError(f"--model {source.reference}: {path} holds the curves of another config named "
+                         f"{old.model!r}; give this config another name (its file or folder) to record it beside them")
+    edges = calculator_edges(model, qlora_ppm=qlora_ppm(args.measurements, "gpu"))
+    recorded = model_curves(source, environment, lengths, edges, workers)
     if not recorded.curves:
         raise UsageError(f"--model {source.reference}: no set-up could be simulated, so nothing was recorded")
     save_recorded(merged(old, recorded), folder)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.answers.published import qlora_ppm
 from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
@@ -20,8 +21,8 @@ from generator.measure.matrix_run import MeasureRequest, measure_rows, utc_now
 from generator.measure.probe import describe_outcome, plan_probe
 from generator.model_source import ModelSource
 from generator.predict import curves, rows
+from generator.predict.kept import METHOD
 from generator.predict.parallel import default_workers
-from generator.predict.simulate import METHOD
 from generator.store import catalog, fit_table, runlog
 from generator.store.catalog import load_folder
 from generator.store.recorded_curves import stale_recorded
@@ -95,13 +96,13 @@ def refresh(source: ModelSource, measurements: Path, seq_len: int) -> RefreshRep
 def _curves(measurements: Path, environment) -> str:  # environment: store Environment
     try:
         table = fit_table.find_fit(measurements, environment)
-        current = curves.is_current(table, environment)
+        current = curves.is_current(table, environment, qlora_ppm(measurements, "gpu"))
     except ResultsError:  # a table of an older release: simulated again, over it
         table, current = None, False
     if current and table is not None:  # is_current holds only of a table
         note = "fit curves: current for these library versions"
     else:
-        table = curves.site_curves(environment, workers=default_workers())
+        table = curves.site_curves(environment, workers=default_workers(), qlora_ppm=qlora_ppm(measurements, "gpu"))
         note = f"fit curves: simulated into {fit_table.save_fit(table, measurements / environment.id)}"
     return note + _stale_note(measurements / environment.id, table)
 

@@ -106,7 +106,8 @@ def run(worker: Worker) -> None:
 
     from generator.matrix import RowSpec
     from generator.measure.allocator import check_in_effect
-    from generator.model_source import RANDOM_INIT, ModelSource, build_model, import_model_code
+    from generator.model_build import build_model
+    from generator.model_source import RANDOM_INIT, ModelSource, import_model_code
     from generator.quantize import parameter_count
     from generator.steps import build_context, prepare, run_steps
 

@@ -11,6 +11,8 @@
   stand for every layer (each layer's signature, from the model on the meta device);
   ``decode``: a generation row's journal written from two runs of a few new tokens; ``batches``: a row's
   journal at any batch written from the line through two of its batches, checked at a third (batch 3, or the far one).
+- ``kept``: the fast path of a question asked again, its simulations and its config's checks read back from the
+  cache without importing torch (the reference path is ``simulate``'s).
 - ``fit``: the largest batch that fits a budget; ``fit_report``: its text and JSON.
 - ``benchmark``: predict's own speed and memory, recorded.
 - ``sharding``: one card's share of a sharded row; ``fake_friendly``: what fake tensors cannot do, done as the

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import NamedTuple
 
-from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN, SEARCH, SHARDED_CARD_GIB, largest_batch, needs
+from generator.answers.fit import (
+    GPU_GROUPS_GIB,
+    GPU_MARGIN,
+    SHARDED_CARD_GIB,
+    largest_batch,
+    needs,
+    search_text,
+)
+from generator.answers.published import PPM, row_ppm
 from generator.answers.setups import KINDS
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
@@ -59,12 +67,13 @@ SHARDED_SETUPS = (
 
 @dataclass(frozen=True)
 class Edge:
-    """A budget `fit` may be asked: the target, what it may use after the margin, and the process model a CPU
-    answer reads the tensor peak through."""
+    """A budget `fit` may be asked: the target, what it may use after the margin, the process model a CPU
+    answer reads the tensor peak through, and QLoRA's allowance a GPU answer puts on a 4-bit row's reserve."""
 
     target: str
     usable: int
     process: ProcessModel
+    qlora_ppm: int = PPM
 
 
 def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tuple[Edge, ...] = ()) -> Curve | None:
@@ -126,7 +135,7 @@ def _search_edges(points: dict[int, Point], source: ModelSource, template: str, 
         for edge in edges:
             def peak(batch: int, edge: Edge = edge) -> int:
                 return needs(edge.target, at(batch).cpu.tensor_peak_bytes, at(batch).cuda.cuda_reserved_bytes,
-                             edge.process)
+                             edge.process, row_ppm(template.format(b=1), edge.qlora_ppm))
             answer = largest_batch(peak, edge.usable, limit)
             if answer < limit:
                 at(answer + 1)
@@ -157,10 +166,11 @@ GPU_ONLY = ProcessModel(0.0, 0.0, 0, "")  # what a GPU edge carries: its answers
 PAGE_CARDS = tuple(gib for group in GPU_GROUPS_GIB for gib in group)  # the cards the page lists, in GiB
 
 
-def calculator_edges(process: ProcessModel = GPU_ONLY, cards: tuple[int, ...] = PAGE_CARDS) -> tuple[Edge, ...]:
+def calculator_edges(process: ProcessModel = GPU_ONLY, cards: tuple[int, ...] = PAGE_CARDS,
+                     qlora_ppm: int = PPM) -> tuple[Edge, ...]:
     """The cards the fit page's tables and calculator list (in GiB), as `fit --target gpu` answers them: each
-    with the stated margin."""
-    return tuple(Edge("gpu", round(gib * GIB * (1 - GPU_MARGIN)), process) for gib in cards)
+    with the stated margin, and QLoRA's allowance."""
+    return tuple(Edge("gpu", round(gib * GIB * (1 - GPU_MARGIN)), process, qlora_ppm) for gib in cards)
 
 
 def lengths_of(source: ModelSource, lengths: tuple[int, ...] = CALCULATOR_LENGTHS) -> tuple[int, ...]:
@@ -169,17 +179,18 @@ def lengths_of(source: ModelSource, lengths: tuple[int, ...] = CALCULATOR_LENGTH
 
 
 def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ...] = PAGE_CARDS,
-                lengths: tuple[int, ...] = ()) -> FitTable:
+                lengths: tuple[int, ...] = (), qlora_ppm: int = PPM) -> FitTable:
     """Every shipped config's curves at the page's length (and any other lengths asked, which the calculator
     then offers), with fit's batches at each card (in GiB) the page lists, so that the page's GPU answers at
     those cards are fit's own; the 70B's on several cards, with its card's; and the example's rows; with
     several workers, side by side."""
-    started, lengths, edges = time.perf_counter(), lengths or (SITE_SEQ_LEN,), calculator_edges(cards=cards)
+    started, lengths = time.perf_counter(), lengths or (SITE_SEQ_LEN,)
+    edges = calculator_edges(cards=cards, qlora_ppm=qlora_ppm)
     sources = [resolve_model(name) for name in SHIPPED_MODELS]
     tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths for source in sources
              if seq_len in lengths_of(source, lengths) for kind in KINDS]
     found = [item for item in parallel.starmap(curve, tasks, workers) if item is not None]
-    card = calculator_edges(cards=(SHARDED_CARD_GIB,))  # the one card the sharded section answers
+    card = calculator_edges(cards=(SHARDED_CARD_GIB,), qlora_ppm=qlora_ppm)  # the one card the sharded section answers
     sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row, card)
                                        for kind, row in SHARDED_SETUPS], workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
@@ -188,7 +199,7 @@ def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ..
                     seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
                     sharded=tuple(item for item in sharded if item is not None),
                     other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN), cards=cards,
-                    search=SEARCH)
+                    search=search_text(qlora_ppm), bitsandbytes=environment.bitsandbytes)
 
 
 def model_curves(source: ModelSource, environment: Environment, lengths: tuple[int, ...], edges: tuple[Edge, ...],
@@ -198,14 +209,16 @@ def model_curves(source: ModelSource, environment: Environment, lengths: tuple[i
     tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths_of(source, lengths) for kind in KINDS]
     found = tuple(item for item in parallel.starmap(curve, tasks, workers) if item is not None)
     return RecordedCurves(model=source.name, config_sha256=source.config_sha256, libraries=libraries(environment),
-                          environment=environment.id, simulator=METHOD, curves=found, search=SEARCH)
+                          environment=environment.id, simulator=METHOD, curves=found,
+                          search=search_text(edges[0].qlora_ppm if edges else PPM))
 
 
-def is_current(table: FitTable | None, environment: Environment) -> bool:
-    """Whether a table was simulated under these library versions from the shipped configs as they are now."""
+def is_current(table: FitTable | None, environment: Environment, qlora_ppm: int = PPM) -> bool:
+    """Whether a table was simulated under these library versions from the shipped configs as they are now, its
+    GPU edges searched with this QLoRA allowance."""
     if table is None or table.libraries != libraries(environment) or table.simulator != METHOD:
         return False  # other library versions, or an older simulator's curves
-    if table.cards != PAGE_CARDS or table.search != SEARCH:
+    if table.cards != PAGE_CARDS or table.search != search_text(qlora_ppm):
         return False  # curves without fit's batches at each card the page lists, or with another search's
     shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
     return {c.config_sha256 for c in table.curves} == shipped

@@ -8,10 +8,11 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.fit import FitAnswer, answer_within, expected_peak
+from generator.answers.margin import DEFAULT_MARGIN
+from generator.answers.published import PPM, row_ppm
 from generator.answers.setups import KINDS, START_ORDER, row_template
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
@@ -22,7 +23,6 @@ from generator.predict.simulate import simulate_kept_part
 from generator.quantize import uses_bitsandbytes
 from generator.units import format_mib
 
-DEFAULT_MARGIN = 0.10
 TARGETS = {  # where a budget lives -> what is added to the simulated tensors
     "cpu": "this machine's process overhead, fitted on its measured rows",
     "gpu": "the CUDA caching allocator's reserve (simulated) plus the CUDA context allowance",
@@ -48,20 +48,25 @@ def target_program(target: str) -> Callable[[RowSpec, ModelSource], object]:
 class Predictor:
     """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU; with sharding (a
     key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row. The simulator is
-    the target's program (target_program) unless another is given."""
+    the target's program (target_program) unless another is given. On a GPU a 4-bit row's reserve carries
+    ``qlora_ppm``, QLoRA's allowance from the published peaks (answers/published.py suite_allowance)."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
                  simulator: Callable[[RowSpec, ModelSource], object] | None = None, target: str = "cpu",
-                 sharding: tuple[str, int] | None = None) -> None:
+                 sharding: tuple[str, int] | None = None, qlora_ppm: int = PPM) -> None:
         self.source, self.model, self.target = source, model, target
         self.simulator = simulator or target_program(target)
-        self.sharding = sharding
+        self.sharding, self.qlora_ppm = sharding, qlora_ppm
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them
 
     def fresh(self) -> "Predictor":
         """A predictor like this one, with nothing simulated yet."""
-        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding)
+        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding, self.qlora_ppm)
+
+    def allowance(self, row: RowSpec) -> int:
+        """The allowance on a row's simulated reserve, per million: QLoRA's on a GPU, else none."""
+        return row_ppm(row.id, self.qlora_ppm) if self.target.startswith("gpu") else PPM
 
     def template(self, kind: str) -> str:
         """The row that answers a set-up, sharded as asked (answers/setups.py)."""
@@ -72,7 +77,8 @@ class Predictor:
         if row_id not in self.cache:
             row = parse_row(row_id)
             prediction = self.simulator(row, self.source)
-            self.cache[row_id] = expected_peak(prediction, self.model, self.target)  # type: ignore[arg-type]
+            self.cache[row_id] = expected_peak(prediction, self.model, self.target,  # type: ignore[arg-type]
+                                               self.allowance(row))
             adapters = prediction.trainable_parameters if row.lora_rank else 0  # type: ignore[attr-defined]
             self.parameters = self.parameters or prediction.parameters - adapters  # type: ignore[attr-defined]
         return self.cache[row_id]
@@ -85,7 +91,8 @@ def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) ->
     found = answer_within(kind, template.format(b="{b}", s=seq_len),
                           lambda batch: predictor.peak(template.format(b=batch, s=seq_len)), usable,
                           batch_limit(seq_len))
-    return replace(found, simulations=len(predictor.cache) - before, parameters=predictor.parameters)
+    return replace(found, simulations=len(predictor.cache) - before, parameters=predictor.parameters,
+                   allowance_ppm=predictor.allowance(parse_row(template.format(b=1, s=seq_len))))
 
 
 def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
@@ -121,28 +128,3 @@ def _imports_peft(template: str) -> bool:
     families)."""
     row = parse_row(template.format(b=1, s=1))
     return bool(row.lora_rank) or uses_bitsandbytes(row)
-
-
-def validated_margin(measurements: Path, allocator: str, target: str) -> tuple[float, str]:
-    """fit's default margin: on a CPU, the band the allocator's out-of-sample errors support where the process
-    model comes from (the overhead rule: this machine's rows, else borrowed from the same library versions, when
-    the widest band of those environments is kept); else (a GPU, or no band yet) the stated 10 %."""
-    from generator.answers.accuracy import accuracy
-    from generator.answers.overhead import overhead_source, same_library_folders
-    from generator.measure.environment import collect_environment
-    from generator.store.catalog import Catalog
-
-    if target != "cpu":
-        return DEFAULT_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"
-    catalog, here = Catalog(measurements), collect_environment()
-    source = overhead_source(catalog, here, allocator)
-    folders = [] if source is None else [source.folder] if not source.borrowed else same_library_folders(catalog, here)
-    judged = [(found.margin, found, folder) for folder in folders
-              if (found := accuracy(catalog.every_result(folder), allocator)) is not None and found.margin is not None]
-    if not judged:
-        return DEFAULT_MARGIN, f"the stated margin; no out-of-sample band under {allocator} on this machine yet"
-    margin, found, folder = max(judged, key=lambda item: (item[0], item[2].name))
-    where = (f", the widest of the environments with this machine's library versions ({folder.name}); this "
-             "machine has no rows of its own") if source is not None and source.borrowed else ""
-    return margin, (f"the band that {len(found.errors())} rows measured under {allocator}, each predicted "
-                          f"by a model fitted without its own model, never exceeded{where}")

@@ -6,17 +6,20 @@ table, so that the page can set predicted beside measured."""
 
 import json
 from dataclasses import asdict, dataclass, replace
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.published import PPM, allowed, is_qlora
 from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.predict import parallel
-from generator.predict.simulate import joined_or_reason, try_simulate_part
+from generator.predict.kept import kept_predictions
+from generator.quantize import uses_bitsandbytes
 from generator.store import catalog, codec, layout
 from generator.store.records import Prediction, ResultsError
 from generator.units import format_mib
@@ -37,8 +40,15 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
     """Simulate each row (the baseline has nothing to simulate); a row that fails is kept with its reason. With
     several workers, each program's rows run side by side with the other's (simulate.py's two parts), in groups
     of the rows that differ only in their batch, so that each group's rows follow one another in one process
-    and later batches take the fast path from earlier ones (batches.py, small_depths.py), as they do in order."""
+    and later batches take the fast path from earlier ones (batches.py, small_depths.py), as they do in order.
+    Where every row's two parts are kept, they are read without simulating or importing torch (kept.py)."""
     simulated = [row for row in rows if row.mode != Mode.BASELINE]
+    kept = kept_predictions(simulated, source)  # every part kept: answered without importing torch (kept.py)
+    if kept is not None:
+        return [RowPrediction(row, found, model.expected(found.tensor_peak_bytes))
+                for row, found in zip(simulated, kept, strict=True)]
+    from generator.predict.simulate import joined_or_reason  # the reference path: torch and transformers
+
     groups: dict[RowSpec, list[RowSpec]] = {}  # each row without its batch -> its rows, in the order asked
     for row in simulated:
         groups.setdefault(replace(row, batch_size=0), []).append(row)
@@ -56,6 +66,8 @@ def predict_rows(rows: tuple[RowSpec, ...], source: ModelSource, model: ProcessM
 
 def _simulate_group(rows: tuple[RowSpec, ...], source: ModelSource, program: str) -> list[Any]:
     """One program's part of each row, in order (a worker's task)."""
+    from generator.predict.simulate import try_simulate_part
+
     return [try_simulate_part(row, source, program) for row in rows]
 
 
@@ -78,8 +90,9 @@ def record(predictions: list[RowPrediction], source: ModelSource, measurements: 
     return written
 
 
-def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
-    """Two lines a row, then the overhead model."""
+def render_text(predictions: list[RowPrediction], model: ProcessModel, qlora_ppm: int = PPM) -> str:
+    """Three lines a row (four for a 4-bit one: its GPU figures with QLoRA's allowance, ``qlora_ppm`` per
+    million), then the overhead model."""
     lines = []
     for item in predictions:
         p = item.prediction
@@ -94,13 +107,37 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel) -> str:
         lines.append(f"  on a GPU (simulated, not validated on a device): the caching allocator reserves "
                      f"{format_mib(p.cuda_reserved_bytes)}, or {format_mib(p.cuda_expandable_bytes)} with "
                      f"expandable segments, plus the CUDA context ({format_mib(CUDA_CONTEXT_BYTES)} allowed)")
+        lines += _bitsandbytes_lines(item.row, p, qlora_ppm)
     lines.append(model.describe())
     return "".join(plain_terminal_text(line) + "\n" for line in lines)
 
 
-def render_json(predictions: list[RowPrediction], model: ProcessModel) -> str:
-    """One object per row."""
+def _bitsandbytes_lines(row: RowSpec, p: Prediction, qlora_ppm: int) -> list[str]:
+    """For a row that runs bitsandbytes, the version it was simulated under (another bitsandbytes is another
+    program) and, for a 4-bit row, its GPU figures with QLoRA's allowance."""
+    if not uses_bitsandbytes(row):
+        return []
+    program = f", with bitsandbytes {row.bitsandbytes}'s 4-bit matmul" if row.bitsandbytes else ""
+    lines = [f"  simulated under bitsandbytes {_version('bitsandbytes')}{program}"]
+    if is_qlora(row.id) and qlora_ppm != PPM:
+        lines.append(f"  QLoRA on a GPU, with QLoRA's allowance (x{qlora_ppm / PPM:.3f}, from published QLoRA peaks): "
+                     f"reserve {format_mib(allowed(p.cuda_reserved_bytes, qlora_ppm))}, or "
+                     f"{format_mib(allowed(p.cuda_expandable_bytes, qlora_ppm))} with expandable segments")
+    return lines
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def render_json(predictions: list[RowPrediction], model: ProcessModel, qlora_ppm: int = PPM) -> str:
+    """One object per row; a 4-bit row's carries QLoRA's allowance on a GPU, per million."""
     rows = [{"row": item.row.id, "peak_bytes": item.peak_bytes, "error": item.error,
              **(asdict(item.prediction) if item.prediction else {}),
+             **({"bitsandbytes": _version("bitsandbytes")} if uses_bitsandbytes(item.row) else {}),
+             **({"qlora_allowance_ppm": qlora_ppm} if is_qlora(item.row.id) else {}),
              "process_model": model.describe()} for item in predictions]
     return json.dumps(rows, indent=2, sort_keys=True) + "\n"

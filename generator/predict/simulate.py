@@ -8,51 +8,27 @@ temporaries. Gradients are recognised as they are accumulated, AdamW's moments o
 buffers, the token batch and AdamW's scalar step counters count with activations and temporaries."""
 
 import contextlib
-import functools
 import gc
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from importlib import metadata
 from typing import Any
 
 from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit
-from generator.measure.method import code_hash
 from generator.model_source import ModelError, ModelSource
 from generator.predict import batches
 from generator.predict.cuda_program import CPU, CUDA
 from generator.predict.fake_run import ModelFacts
+from generator.predict.kept import METHOD, kept_part, simulation_key
 from generator.predict.sharding import METHOD as SHARDING_METHOD
 from generator.predict.sharding import per_card
 from generator.predict.small_depths import WORTH_LAYERS, Simulated, shape_key, simulate_by_depth, simulate_full
 from generator.predict.tracker import StorageTracker
-from generator.quantize import uses_bitsandbytes
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
-from generator.store.simulations import SimulationKey
 
-# The simulator's method, recorded with each prediction and fit table; refresh simulates again what an older one
-# made. "the real run's mask path": since sequences_unpacked (before it, GQA models were overcounted).
-# "generate()'s last-position logits": since generation keeps one position of the prompt's logits, as generate()
-# does (before it, every prompt position's logits were kept, 2.6x too cautious for a large vocabulary).
-# "CUDA's program for GPU figures": since the GPU reserve replays a simulation of what CUDA runs (its SDPA backend,
-# its autocast lists, bitsandbytes' fused update); before it, the CPU's program stood in for it.
-# "AdamW's foreach update on CUDA": since the GPU's program updates every parameter at once, as torch's AdamW does
-# on CUDA (before it, the CPU's loop held one parameter's temporaries: GPU reserves up to 17 % low at batch 1).
-METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
-          "CUDA's program for GPU figures, AdamW's foreach update on CUDA")
-# the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
-SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run", "generator.answers.cuda_allocator",
-                     "generator.steps",
-                     "generator.predict.fake_friendly", "generator.predict.cuda_program",
-                     "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.fake_mode", "generator.predict.fake_hits",
-                     "generator.predict.depth",
-                     "generator.predict.inserted_runs",
-                     "generator.predict.stack", "generator.predict.small_depths", "generator.predict.decode",
-                     "generator.predict.batches")
 FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
 
 PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
@@ -144,35 +120,16 @@ def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method:
                     **_counts(facts, method, seconds))
 
 
-def simulation_key(row: RowSpec, source: ModelSource, program: str) -> SimulationKey:
-    """What a kept part of this row is filed under: the config, the row, the program, the LoRA targets, the
-    library versions and the simulator (its method and the hash of its code, so an edit is never served
-    stale)."""
-    return SimulationKey(config_sha256=source.config_sha256, row=row.id, lora_targets=" ".join(source.lora_targets),
-                         libraries=_libraries(uses_bitsandbytes(row)),
-                         simulator=f"{METHOD}; code {code_hash(SIMULATOR_MODULES)}", program=program)
-
-
-@functools.cache
-def _libraries(with_bitsandbytes: bool) -> str:
-    """The library versions a key names, each from the library's metadata, which its __version__ repeats (torch
-    2.13.0+cpu): importing torch, transformers, peft and bitsandbytes costs a second or more that a kept answer would
-    spend on its key alone. Read once a process: a read of the metadata takes half a millisecond."""
-    names = ("torch", "transformers", "peft", *(("bitsandbytes",) if with_bitsandbytes else ()))
-    return ", ".join(f"{name} {metadata.version(name)}" for name in names)
-
-
 def simulate_kept_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:
     """simulate_part, or the same part kept on disk from an earlier run (generator/store/simulations.py); a
     CUDA part kept without the expandable reserve serves only a question that does not ask for it, and is
     simulated again, and kept whole, for one that does."""
     if simulations.cache_root() is None:  # nothing is kept: no key to make (the code's hash reads every module)
         return simulate_part(row, source, program, expandable)
-    key = simulation_key(row, source, program)
-    found = simulations.load(key)
-    if found is None or (expandable and isinstance(found, CudaPart) and found.cuda_expandable_bytes is None):
+    found = kept_part(row, source, program, expandable)
+    if found is None:
         found = simulate_part(row, source, program, expandable)
-        simulations.save(key, found)
+        simulations.save(simulation_key(row, source, program), found)
     return found
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
+from generator.answers.published import PPM, row_ppm
 from generator.answers.setups import RECIPES
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit
@@ -43,15 +44,18 @@ def offered(table: FitTable, recorded: tuple[RecordedCurves, ...]) -> tuple[Curv
 
 
 def calculator_data(table: FitTable, recorded: tuple[RecordedCurves, ...], process: ProcessModel,
-                    margins: dict[str, float], cards: tuple[int, ...], card: int) -> CalculatorData:
-    """The curves of every config, set-up and length (offered), the rules the tables answer by (margins by target),
-    the cards offered and the one chosen first, in GiB, and the length chosen first (the tables')."""
+                    margins: dict[str, float], cards: tuple[int, ...], card: int,
+                    qlora_ppm: int = PPM) -> CalculatorData:
+    """The curves of every config, set-up and length (offered), each with the allowance on its GPU reserve per
+    million (QLoRA's, ``qlora_ppm``, on a 4-bit set-up), the rules the tables answer by (margins by target), the
+    cards offered and the one chosen first, in GiB, and the length chosen first (the tables')."""
     curves = [{"model": curve.model, "kind": curve.kind, "recipe": RECIPES.get(curve.kind, ""),
                "row": curve.row, "seq": curve.seq_len, "limit": str(batch_limit(curve.seq_len)),
                "batches": [str(b) for b in curve.batches],
-               "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes]}
+               "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes],
+               "allowance": str(row_ppm(curve.row.format(b=1), qlora_ppm))}
               for curve in offered(table, recorded)]
-    document = {"curves": curves, "seq_len": table.seq_len,
+    document = {"curves": curves, "seq_len": table.seq_len, "ppm": str(PPM),
                 "context": str(CUDA_CONTEXT_BYTES), "proportional": process.proportional, "fixed": process.fixed,
                 "margins": margins, "cards": list(cards), "card": card, "typed": list(TYPED_GIB)}
     return CalculatorData(json.dumps(document, sort_keys=True, separators=(",", ":")))

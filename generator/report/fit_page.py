@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES, context_allowance_source, cuda_rules
 from generator.answers.fit import CPU_BUDGETS_GIB, GPU_GROUPS_GIB, GPU_MARGIN, FitAnswer, answer_within, needs
+from generator.answers.published import PPM, row_ppm
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.between import BetweenText, between_text
@@ -120,6 +121,8 @@ class FitPageContext:
     context_allowance: str = ""
     context_source: str = ""
     gpu_rules: str = ""
+    qlora_allowance: str = ""  # "x1.235": QLoRA's allowance on its GPU answers' reserves; '' without one
+    bitsandbytes: str = ""  # the bitsandbytes the page's environment ran: QLoRA's and 8-bit AdamW's program
     within_text: str = ""  # the error the accuracy counts rows within: '5 %'
     accuracy: tuple[AllocatorAccuracy, ...] = ()
     missing: str = ""  # why there are no answers, where there are none
@@ -202,19 +205,20 @@ def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
     return (*gpus, *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin, "On a CPU") for gib in CPU_BUDGETS_GIB))
 
 
-def _peak(curve: Curve, budget: Budget, process: ProcessModel) -> Callable[[int], int]:
-    return lambda batch: needs(budget.target, curve.at(batch), curve.cuda_at(batch), process)  # answers/fit.py
+def _peak(curve: Curve, budget: Budget, process: ProcessModel, qlora_ppm: int) -> Callable[[int], int]:
+    ppm = row_ppm(curve.row.format(b=1), qlora_ppm)
+    return lambda batch: needs(budget.target, curve.at(batch), curve.cuda_at(batch), process, ppm)  # answers/fit.py
 
 
-def site_answers(table: FitTable, process: ProcessModel,
-                 budgets: tuple[Budget, ...]) -> list[tuple[Budget, FitAnswer]]:
-    """Every curve's answer for every budget: a GPU's with the simulated allocator, a CPU's with this page's
-    process model."""
+def site_answers(table: FitTable, process: ProcessModel, budgets: tuple[Budget, ...],
+                 qlora_ppm: int = PPM) -> list[tuple[Budget, FitAnswer]]:
+    """Every curve's answer for every budget: a GPU's with the simulated allocator (and QLoRA's allowance,
+    ``qlora_ppm``, on a 4-bit set-up's reserve), a CPU's with this page's process model."""
     limit = batch_limit(table.seq_len)
     answers = []
     for curve in table.curves:
         for budget in budgets:
-            peak = _peak(curve, budget, process)
+            peak = _peak(curve, budget, process, qlora_ppm)
             usable = round(budget.n_bytes * (1 - budget.margin))
             settled = curve.batches if budget.target == "gpu" else None  # a reserve is not convex: answers/fit.py
             answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, settled,
@@ -244,7 +248,8 @@ def model_views(answers: list[tuple[Budget, FitAnswer]]) -> tuple[FitModelView, 
 
 
 def build_fit_page(table: FitTable | None, results: list[RowResult], process: ProcessModel,
-                   environment: str, libraries: str, recorded: tuple[RecordedCurves, ...] = ()) -> FitPageContext:
+                   environment: str, libraries: str, recorded: tuple[RecordedCurves, ...] = (),
+                   qlora_ppm: int = PPM, bitsandbytes: str = "") -> FitPageContext:
     """The page: answers from the curves, for GPU budgets with the simulated allocator and for CPU budgets
     with this environment's process model and validated band, and the accuracy tables; where no curves were
     simulated under this environment's library versions, a line that says so."""
@@ -254,7 +259,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     validated = band is not None and band.margin is not None
     cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
     budgets = site_budgets(cpu_margin)
-    answers = site_answers(table, process, budgets) if table is not None else []
+    answers = site_answers(table, process, budgets, qlora_ppm) if table is not None else []
     baseline = next((r for r in results if r.row.mode == Mode.BASELINE and r.summary.ok
                      and r.row.allocator == DEFAULT_ALLOCATOR), None)
     missing = "" if table is not None else (f"No simulated curves under {libraries} yet: `memory-budget refresh` "
@@ -274,7 +279,9 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           card=card_text(), legend=legend([answer.kind for _, answer in answers]),
                           calculator=calculator_data(table, recorded, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
                                                      tuple(gib for group in GPU_GROUPS_GIB for gib in group),
-                                                     EXAMPLE_CARD_BYTES // GIB) if table else None,
+                                                     EXAMPLE_CARD_BYTES // GIB, qlora_ppm) if table else None,
+                          qlora_allowance=f"x{qlora_ppm / PPM:.3f}" if qlora_ppm != PPM else "",
+                          bitsandbytes=bitsandbytes,
                           between=between_text(table, recorded, [answer for budget, answer in answers
                                                                  if budget.target == "gpu"]) if table else None,
                           imports=format_mib(baseline.summary.baseline_bytes) if baseline else "",

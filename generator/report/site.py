@@ -9,6 +9,7 @@ from pathlib import Path
 
 from generator.answers.accuracy import WITHIN
 from generator.answers.overhead import overhead_model
+from generator.answers.published import qlora_ppm
 from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import machine_of, render_svgs, to_svg
 from generator.report.fit_page import FitPageContext, build_fit_page
@@ -102,7 +103,7 @@ def build_pages(measurements: Path, env: str | None = None, model: str | None = 
                              fit_table.search) if fit_table else ()
     fit_page = None if single_folder else build_fit_page(
         fit_table, catalog.every_result(environment_folder), process, selection.environment, libraries(environment),
-        recorded)
+        recorded, qlora_ppm(catalog.root, "gpu"), fit_table.bitsandbytes if fit_table else "")
     validation = None if single_folder else gpu_validation(catalog)
     published_suite = None if single_folder else build_published_page(catalog.root)
     if fit_page is not None:

@@ -83,3 +83,4 @@ LOG = Kind("log", 1, unversioned=1)  # _runs.toml and _benchmarks.toml: appended
 CLUSTER_OPTIONS = Kind("cluster options", 1, unversioned=1)  # _slurm.toml, written by a person
 # the simulation cache (generator/store/simulations.py); 1 kept a whole Prediction a row, 2 a program's part
 KEPT_SIMULATION = Kind("kept simulation", 2, refused={1: "holds a whole row; the cache keeps a program's part"})
+KEPT_CHECK = Kind("kept config check", 1)  # a config that passed model_source's checks, in the same cache

@@ -15,7 +15,7 @@ from pathlib import Path
 import tomli_w
 
 from generator.matrix import parse_row
-from generator.store import documents, layout
+from generator.store import documents, layout, plausible
 from generator.store.environment import Environment
 from generator.store.files import write_atomic
 from generator.store.layout import FIT_FILE
@@ -86,6 +86,7 @@ class FitTable:
     other_lengths: tuple[Curve, ...] = ()  # the same configs' curves at the calculator's other lengths
     cards: tuple[int, ...] = ()  # the GPU cards (GiB) whose fit batches the curves hold; () in older tables
     search: str = ""  # the search whose batches they hold (answers/fit.py SEARCH); "" in older tables
+    bitsandbytes: str = ""  # the bitsandbytes the 4-bit and 8-bit-AdamW curves ran ("" in older tables)
 
 
 def libraries(environment: Environment) -> str:
@@ -132,8 +133,8 @@ def load_fit(folder: Path) -> FitTable | None:
     others = tuple(typed_entry(Curve, item, path) for item in document.get("other_lengths", []))
     example = tuple(typed_entry(Simulated, item, path) for item in document.get("example", []))
     top = {key: document.get(key) for key in ("libraries", "environment", "seq_len")}
-    if not isinstance(document.get("simulator", ""), str) or not isinstance(document.get("search", ""), str):
-        raise ResultsError(f"{path}: simulator or search is not text")
+    if not all(isinstance(document.get(key, ""), str) for key in ("simulator", "search", "bitsandbytes")):
+        raise ResultsError(f"{path}: simulator, search or bitsandbytes is not text")
     cards = document.get("cards", [])
     if not isinstance(cards, list) or not all(isinstance(gib, int) and not isinstance(gib, bool) for gib in cards):
         raise ResultsError(f"{path}: cards is not a list of whole GiB")
@@ -145,13 +146,14 @@ def load_fit(folder: Path) -> FitTable | None:
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
                     sharded=sharded, other_lengths=others, cards=tuple(cards),  # type: ignore[arg-type]
-                    search=document.get("search", ""))
+                    search=document.get("search", ""), bitsandbytes=document.get("bitsandbytes", ""))
 
 
 def check_curves(curves: tuple[Curve, ...], path: Path) -> None:
     """Refuse a curve the answers cannot read: fewer than two batches, a batch without both figures, batches
-    out of order, or a row that names no length."""
+    out of order, a row that names no length, or figures no simulation makes (store/plausible.py)."""
     for c in curves:
+        plausible.check_curve_figures(c.model, c.kind, c.tensor_bytes, c.cuda_bytes, path)
         if len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes):
             raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
         if any(b2 <= b1 for b1, b2 in pairwise(c.batches)) or c.batches[0] < 1:

@@ -7,6 +7,7 @@ models had their own folder (rows directly under the environment) still load, as
 model."""
 
 import re
+from importlib import resources
 from pathlib import Path
 
 from generator.matrix import RowSpec
@@ -20,8 +21,11 @@ ENVIRONMENT_PREFIXES = ("cpu-", "cuda-")
 
 
 def model_folder_name(model_name: str) -> str:
-    """A model's folder: its name with anything but letters, digits, '.', '-' and '_' replaced."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", model_name).strip(".") or "model"
+    """A model's folder: its name with anything but letters, digits, '.', '-' and '_' replaced; one that would
+    then start with '_' (a name of control characters, say) is put after 'model', since a folder or file named
+    '_...' is the tool's own (_fit.toml, _curves/) and is skipped where rows are read."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", model_name).strip(".")
+    return f"model{name}" if name.startswith("_") else name or "model"
 
 
 def model_folder(root: Path, environment_id: str, model_name: str) -> Path:
@@ -74,10 +78,36 @@ def environments(root: Path) -> list[Path]:
                   and model_folders(refuse_link(p)))
 
 
+def shipped_measurements() -> Path:
+    """The measurements the tool was built with: a wheel's copy (generator/_measurements/), or an editable
+    install's checkout's measurements/."""
+    package = Path(str(resources.files("generator")))
+    for candidate in (package / "_measurements", package.parent / "measurements"):
+        if candidate.is_dir():
+            return candidate
+    return package / "_measurements"
+
+
+SHIPPED_NOTE = ", read from the measurements shipped with memory-budget (the folder given holds no rows)"
+
+
+def reading_root(measurements: Path) -> tuple[Path, str]:
+    """Where the answers read measured rows from (the process model, the margin): the measurements folder
+    given, where it holds an environment's rows, else the measurements shipped with the tool, so that the tool
+    answers the same from any working folder; with what to say of it ('' or SHIPPED_NOTE)."""
+    try:
+        if environments(measurements):
+            return measurements, ""
+    except ResultsError:
+        pass
+    return shipped_measurements(), SHIPPED_NOTE
+
+
 def resolve_environment(root: Path, text: str) -> Path:
-    """An environment given as a folder path or as an id under root."""
+    """An environment given as a folder path or as an id under root; a link is refused, as environments() and
+    build refuse it, so that diff reads no environment the page would not (refuse_link)."""
     for candidate in (Path(text), root / text):
-        if candidate.is_dir() and model_folders(candidate):
+        if candidate.is_dir() and model_folders(refuse_link(candidate)):
             return candidate
     known = ", ".join(p.name for p in environments(root)) if root.is_dir() else ""
     raise ResultsError(f"{root}: no environment {text!r}, as a folder or an id (known: {known or 'none'})")

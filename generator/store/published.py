@@ -14,6 +14,7 @@ from pathlib import Path
 
 import tomli_w
 
+from generator.store import layout
 from generator.store.files import read_toml, write_atomic
 from generator.store.records import ResultsError
 
@@ -67,6 +68,13 @@ class Entry:
 
 def folder(measurements: Path) -> Path:
     return measurements / FOLDER
+
+
+def suite_root(measurements: Path) -> Path:
+    """The measurements folder to read the suite from: this one where it holds a suite, else the measurements
+    shipped with the tool (store/layout.py), so that a QLoRA answer given outside a checkout still carries the
+    allowance the suite sets."""
+    return measurements if folder(measurements).is_dir() else layout.shipped_measurements()
 
 
 def _text(table: dict, key: str, where: str) -> str:

@@ -8,7 +8,12 @@ expandable-segments reserve (fit --target gpu does not replay it) serves only qu
 
 Where: $MEMORY_BUDGET_CACHE, else $XDG_CACHE_HOME/memory-budget, else ~/.cache/memory-budget;
 MEMORY_BUDGET_CACHE=off keeps nothing. The files are the cache's own: one that cannot be read, or that holds
-another key, is simulated again and written over."""
+another key, is simulated again and written over.
+
+A config that passed model_source's checks is kept there too (CheckKey): the checks build the config with
+transformers, whose import is most of a second, so a question asked again of a checked config reads the answer of
+its checks (its maximum positions) instead. A config that failed is never kept: it is checked again, and refused
+in the same words."""
 
 import hashlib
 import os
@@ -77,6 +82,46 @@ def save(key: SimulationKey, part: CpuPart | CudaPart) -> None:
         return
     fields = {name: value for name, value in asdict(part).items() if value is not None}  # None: not computed
     document = {"schema_version": CACHE_SCHEMA, "key": asdict(key), "part": fields}
+    try:
+        write_atomic(key.path(root), tomli_w.dumps(document))
+    except OSError:
+        return
+
+
+@dataclass(frozen=True)
+class CheckKey:
+    """Everything a config's checks depend on: the config, transformers' version, the checking code's hash."""
+
+    config_sha256: str
+    transformers: str
+    checker: str
+
+    def path(self, root: Path) -> Path:
+        code = hashlib.sha256(f"{self.transformers}\n{self.checker}".encode()).hexdigest()[:16]
+        return root / "checked" / code / f"{self.config_sha256[:32]}.toml"
+
+
+def load_check(key: CheckKey) -> int | None:
+    """The maximum positions of a config that passed its checks under this key, or None when not kept."""
+    root = cache_root()
+    if root is None:
+        return None
+    try:
+        document = documents.load(key.path(root), documents.KEPT_CHECK)
+    except ResultsError:
+        return None
+    positions = document.get("max_positions")
+    if document.get("key") != asdict(key) or not isinstance(positions, int) or isinstance(positions, bool):
+        return None
+    return positions if positions >= 0 else None
+
+
+def save_check(key: CheckKey, positions: int) -> None:
+    """Keep a config's passed checks; as save, a cache that cannot be written is no cache."""
+    root = cache_root()
+    if root is None:
+        return
+    document = {"schema_version": documents.KEPT_CHECK.version, "key": asdict(key), "max_positions": positions}
     try:
         write_atomic(key.path(root), tomli_w.dumps(document))
     except OSError:
