@@ -188,8 +188,13 @@ def test_the_process_model_is_this_machines_else_the_newest_with_the_same_librar
     assert model.fixed == pytest.approx(1_000_000) and "borrowed: cpu-here has no such rows" in model.source
     own = overhead_model(catalog, older)
     assert own.fixed == pytest.approx(0, abs=1) and "borrowed" not in own.source
-    assert overhead_source(catalog, _environment("cpu-elsewhere", "5.0")) is None
-    assert overhead_model(catalog, _environment("cpu-elsewhere", "5.0")).rows == 0
+    elsewhere = overhead_source(catalog, _environment("cpu-elsewhere", "5.0"))  # no environment has 5.0's rows
+    assert elsewhere is not None and elsewhere.folder.name == "cpu-newer" and elsewhere.release == "5.24"
+    # 5.24's model (1 MB over the tensors) against 4.57's rows (5 MB over): 4 MB short at batch 1's 21 MB
+    assert elsewhere.spread == pytest.approx(25 / 21 - 1)
+    assert "the nearest measured release (transformers 5.24)" in overhead_model(
+        catalog, _environment("cpu-elsewhere", "5.0")).source
+    assert overhead_source(Catalog(tmp_path / "none"), _environment("cpu-elsewhere", "5.0")) is None
 
 # ---------------------------------------------------------------- 5. diff refuses a comparison of nothing
 

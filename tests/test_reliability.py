@@ -127,7 +127,7 @@ def test_one_row_that_cannot_be_simulated_never_hides_the_others() -> None:
     as_json = json.loads(run_cli("predict", "--rows", "train-b1-s32", "train-b1-s32-lora8", "--format", "json",
                                  *args).stdout)
     assert [bool(row["error"]) for row in as_json] == [False, True] and as_json[0]["tensor_peak_bytes"] > 0
-    fit = run_cli("fit", "--budget", "1GiB", "--seq", "32", *args)
+    fit = run_cli("fit", "--budget", "1GiB", "--seq", "32", "--target", "cpu", *args)
     assert fit.returncode == 1
     assert "full training (fp32 weights, gradients and AdamW state, two steps): batch" in fit.stdout
     assert "LoRA (rank-8 adapters on an fp32 base, AdamW on the adapters): not simulated:" in fit.stdout

@@ -95,10 +95,11 @@ def test_each_stage_shares_only_what_it_shards(sharding: str, sharded: tuple[str
 
 @pytest.mark.parametrize("args, expected", [
     (["--sharding", "zero3"], "give --gpus 2 or more"),
-    (["--gpus", "8", "--sharding", "zero3"], "add --target gpu"),
+    (["--gpus", "8", "--sharding", "zero3", "--target", "cpu"], "leave out --target cpu"),
     (["--gpus", "4096", "--target", "gpu"], "at most 1024"),
     (["--gpus", "8", "--sharding", "zero9", "--target", "gpu"], "invalid choice"),
     (["--gpus", "8", "--target", "gpu", "--confirm"], "--confirm measures two real steps on this machine"),
+    (["--confirm"], "give --target cpu with it"),
     (["--record", "--gpus", "8"], "it takes no --budget, --gpus or --sharding"),
 ])
 def test_fit_refuses_sharding_it_cannot_answer_in_one_line(tmp_path, args: list[str], expected: str) -> None:

@@ -217,11 +217,11 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
                      "fit page's calculator offers that the model's positions allow)")
     fit.add_argument("--budget", type=size, metavar="SIZE", help="the memory to fit in, e.g. 24GiB")
     _allocator(fit, "the allocator whose measured overhead the answers add")
-    fit.add_argument("--target", choices=("cpu", "gpu", "gpu-expandable"), default="cpu",
-                     help="where the budget is: cpu (the measured process overhead: this machine's rows, else "
-                     "borrowed, and said so, from an environment with the same library versions; the default), gpu "
-                     "(the CUDA caching allocator, simulated, plus a context allowance), gpu-expandable (the same "
-                     "with expandable segments)")
+    fit.add_argument("--target", choices=("cpu", "gpu", "gpu-expandable"), default="gpu",
+                     help="where the budget is: gpu (the CUDA caching allocator, simulated, plus a context "
+                     "allowance; the default), gpu-expandable (the same with expandable segments), cpu (the "
+                     "measured process overhead: this machine's rows, else borrowed, and said so, from an "
+                     "environment with the same library versions)")
     fit.add_argument("--margin", type=percentage, metavar="PERCENT",
                      help="kept free for what the simulation does not see (default: on a CPU the band this "
                      "machine's out-of-sample errors support under --allocator, else 10%%)")
@@ -236,7 +236,8 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
                      help="simulations run side by side, one process each (default: this machine's cores); "
                      "the answers are the same for any N")
     fit.add_argument("--confirm", action="store_true",
-                     help="measure two real steps at each answer and at the next batch, where they fit this machine")
+                     help="with --target cpu: measure two real steps at each answer and at the next batch, where "
+                     "they fit this machine")
     fit.add_argument("--record", action="store_true",
                      help="instead: simulate every shipped config's tensor-peak curves into this environment's "
                      "_fit.toml, from which the site answers every card it lists; with --model, that model's "

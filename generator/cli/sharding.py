@@ -25,7 +25,7 @@ def sharding_asked(gpus: int, sharding: str | None, target: str) -> tuple[str, i
             raise UsageError(f"--sharding {sharding} shares state between GPUs: give --gpus 2 or more")
         return None
     if target == "cpu":
-        raise UsageError(f"--gpus {gpus} shares state between GPUs: add --target gpu")
+        raise UsageError(f"--gpus {gpus} shares state between GPUs: leave out --target cpu")
     if gpus > MAX_GPUS:
         raise UsageError(f"--gpus {gpus}: at most {MAX_GPUS}")
     return sharding or "fsdp", gpus

@@ -173,14 +173,19 @@ def _parse_prediction(document: dict, path: Path) -> Prediction | None:
 
 
 def prediction_from_table(data: object, path: Path) -> Prediction:
-    """A [prediction] table, checked field by field (a result file's, or a kept simulation's)."""
-    return _fill(Prediction, _Table(data, "prediction", path))
+    """A [prediction] table, checked field by field (a result file's, or a kept simulation's), and its figures
+    for plausibility (store/plausible.py)."""
+    prediction = _fill(Prediction, _Table(data, "prediction", path))
+    plausible.check_simulated(prediction, path, "prediction")
+    return prediction
 
 
 def part_from_table(data: object, program: str, path: Path) -> CpuPart | CudaPart:
     """A kept simulation's [part] table, checked field by field: the CPU program's part, or CUDA's."""
     table = _Table(data, "part", path)
-    return _fill(CpuPart, table) if program == "cpu" else _fill(CudaPart, table)
+    part = _fill(CpuPart, table) if program == "cpu" else _fill(CudaPart, table)
+    plausible.check_simulated(part, path, "part")
+    return part
 
 
 def _check_row(row: RowSpec, path: Path) -> RowSpec:

@@ -2,6 +2,7 @@
 the rows (_runs.toml, _benchmarks.toml). Nothing else in the tool opens a measurements file."""
 
 import os
+import stat
 import tempfile
 import tomllib
 from collections.abc import Callable
@@ -29,19 +30,44 @@ def folder_mode() -> int:
     return 0o777 & ~_umask()
 
 
+def shared_bits(folder: Path) -> int:
+    """The group's permission bits of a shared folder (one with the setgid bit, as a team's results folder has:
+    its files take the folder's group), which what the tool writes there keeps; 0 for any other folder."""
+    mode = folder.stat().st_mode
+    return mode & 0o070 if mode & stat.S_ISGID else 0
+
+
+def make_folders(folder: Path) -> None:
+    """folder and any parents it lacks; in a shared folder each new one keeps the setgid bit and the group's
+    permissions (mkdir alone gives the umask's, and a team could no longer write where one member wrote first)."""
+    if folder.is_dir():
+        return
+    make_folders(folder.parent)
+    folder.mkdir(exist_ok=True)
+    bits = shared_bits(folder.parent)
+    if bits:
+        folder.chmod(folder_mode() | bits | stat.S_ISGID)
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write a whole file or nothing: a temporary file beside it, flushed, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write a whole file or nothing: a temporary file beside it, flushed, then renamed over it (with a shared
+    folder's group permissions: shared_bits). A failure (a full disk, say) names the file it was writing."""
     try:
-        os.fchmod(handle, file_mode())  # mkstemp makes it private (0600)
+        make_folders(path.parent)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    try:
+        os.fchmod(handle, file_mode() | (shared_bits(path.parent) & 0o060))  # mkstemp makes it private (0600)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError) and not error.filename:
+            raise OSError(error.errno, error.strerror, str(path)) from None
         raise
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tomli_w
 
-from generator.store import documents
+from generator.store import documents, plausible
 from generator.store.files import write_atomic
 from generator.store.layout import model_folder_name
 from generator.store.records import ResultsError
@@ -64,7 +64,22 @@ def load_history(path: Path) -> tuple[ReleaseEntry, ...]:
                    for item in document.get("releases", [])]
     except (TypeError, KeyError) as error:
         raise ResultsError(f"{path}: a release entry is malformed ({error})") from None
+    for entry in entries:
+        for row in entry.rows:
+            _check_row_peak(row, entry.transformers, path)
     return tuple(sorted(entries, key=lambda entry: release_key(entry.transformers)))
+
+
+def _check_row_peak(row: RowPeak, release: str, path: Path) -> None:
+    """A history row's figures: whole byte counts, plausible as a simulation's (store/plausible.py)."""
+    where = f"releases.{release}.{row.row}"
+    for name in ("tensor_peak_bytes", *plausible.SPLIT):
+        value = getattr(row, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ResultsError(f"{path}: [{where}] {name} = {value!r} is not a whole number of bytes")
+    if not isinstance(row.row, str) or not isinstance(row.error, str):
+        raise ResultsError(f"{path}: [{where}] row and error must be text")
+    plausible.check_simulated(row, path, where)
 
 
 def save_release(path: Path, entry: ReleaseEntry) -> Path:
