@@ -70,19 +70,20 @@ def setups(session: nox.Session) -> None:
 # rows the versions page sets beside the pinned release's, with the diff's verdict) and three rows of a second model,
 # so that the process model's band is judged out of sample (a model's rows predicted by a line fitted without them).
 SECOND_MODEL_ROWS = ("--model", "gpt2", "--rows", "infer-b8", "train-b1", "train-b4")
+ONE_REPEAT = ("--repeats", "1")  # a release's first look: one repeat a row (diff's 5 % noise floor then judges it)
 
 
 @nox.session
 def release(session: nox.Session) -> None:
     """A new transformers release in one command: `nox -s release` (the newest on the registry) or `nox -s release
     -- 5.25.0`. In its own virtualenv it measures the rows the process model needs (the default matrix, and
-    SECOND_MODEL_ROWS), refreshes what the page needs under that release (predictions, the probe, the fit curves)
+    SECOND_MODEL_ROWS, one repeat each), refreshes what the page needs under that release (predictions, the probe, the fit curves)
     and builds the site, whose versions page then sets the release beside the others with the diff's verdict."""
     session.install(TORCH)
     wanted = f"transformers=={session.posargs[0]}" if session.posargs else "transformers"
     session.install("--upgrade", "-e", ".[measure,site,cluster]", wanted, PEFT, BITSANDBYTES)
-    session.run("memory-budget", "measure", success_codes=[0, 1])  # 1: a row failed, and says so
-    session.run("memory-budget", "measure", *SECOND_MODEL_ROWS, success_codes=[0, 1])
+    session.run("memory-budget", "measure", *ONE_REPEAT, success_codes=[0, 1])  # 1: a row failed, and says so
+    session.run("memory-budget", "measure", *SECOND_MODEL_ROWS, *ONE_REPEAT, success_codes=[0, 1])
     session.run("memory-budget", "refresh")
     session.run("memory-budget", "refresh", "--model", "gpt2")
     session.run("memory-budget", "build")

@@ -15,6 +15,19 @@ TINY_MODEL = TESTS / "tiny-llama.json"
 os.environ["MEMORY_BUDGET_CACHE"] = "off"
 
 
+# The two tiers (README, Development): `nox -s tests` runs the fast one, every test not marked slow; `nox -s
+# tests_full` (and CI) runs them all. A test is slow where it measures real worker processes (the measured
+# fixtures below), drives a browser, or is marked so by hand (@pytest.mark.slow, or a file's pytestmark): it
+# simulates a large config or every architecture, or starts many processes.
+SLOW_FIXTURES = ("measured_root", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in SLOW_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m generator ARGS` in a fresh process, as a user would."""

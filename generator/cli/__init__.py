@@ -5,7 +5,8 @@ its stage when it runs; ``sharding`` checks fit's --gpus and --sharding and name
 missing; ``gpu_kit`` is the GPU validation kit; ``refresh`` orchestrates what a page still needs after `measure`
 (predictions, the step-2 probe, the curves), each step skipped where current; ``confirm`` measures fit's
 answers (`fit --confirm`); ``record`` writes `fit --record`'s curves; ``published`` simulates the
-published-figures suite; ``diff_command`` compares two environments. Bad input of any kind is reported as one
+published-figures suite; ``diff_command`` compares two environments; ``arguments`` checks --model and
+--rows for every command that takes them; ``errors`` is the one error of the command line's own. Bad input of any kind is reported as one
 line on stderr with exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
 
 import gc
@@ -13,7 +14,8 @@ import signal
 import sys
 
 from generator.cli.commands import COMMANDS, EXIT_INTERRUPTED, require_extra
-from generator.cli.parser import UsageError, build_parser
+from generator.cli.errors import UsageError
+from generator.cli.parser import build_parser
 from generator.escaping import plain_terminal_text
 from generator.matrix import RowError
 

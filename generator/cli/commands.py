@@ -6,13 +6,14 @@ import sys
 from collections.abc import Callable
 from importlib.util import find_spec
 
+from generator.cli.arguments import parse_rows, resolved_model
 from generator.cli.diff_command import run_diff
+from generator.cli.errors import UsageError
 from generator.cli.gpu_kit import run_gpu
-from generator.cli.parser import UsageError
 from generator.cli.published import run_published
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
-from generator.matrix import DEFAULT_ROWS, DEFAULT_SEQ_LEN, Mode, RowError, RowSpec, select_rows, under_allocators
+from generator.matrix import DEFAULT_SEQ_LEN, Mode, RowSpec, under_allocators
 
 EXIT_FAILED_ROWS = 1
 EXIT_INTERRUPTED = 130
@@ -45,32 +46,6 @@ def _missing(name: str, find: Callable[[str], object]) -> bool:
         return True
 
 
-def parse_rows(names: list[str] | None, seq_len: int, memory_limit: int | None) -> tuple[RowSpec, ...]:
-    """The rows a user asked for, each under the memory cap if one was given."""
-    split = [part for name in (names or DEFAULT_ROWS) for part in name.split(",") if part.strip()]
-    if not split:
-        raise RowError("--rows names no row")
-    rows = select_rows(split, seq_len)
-    if memory_limit:
-        rows = [row.with_limit(memory_limit) for row in rows]  # parse_row has checked everything else
-    return tuple(rows)
-
-
-def _model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> ModelSource, imported lazily
-    """--model resolved and checked, with every row's length within its positions, and --lora-targets."""
-    from dataclasses import replace
-
-    from generator.model_source import check_lengths, check_lora_targets, resolve_model
-    from generator.predict.kept import kept_check
-
-    source = resolve_model(args.model, kept_check)  # a config checked once is not built again (kept.py)
-    check_lengths(source, [row.positions for row in rows if row.mode != Mode.BASELINE])
-    if not args.lora_targets:
-        return source
-    check_lora_targets(source, args.lora_targets)
-    return replace(source, lora_targets=args.lora_targets)
-
-
 def _require_cuda(device: str) -> None:
     if device != "cuda":
         return
@@ -99,7 +74,7 @@ def run_measure(args: argparse.Namespace) -> int:
     rows = _under_allocators(parse_rows(args.rows, args.seq, args.memory_limit), args.allocator)
     refuse_sharded(rows)
     _require_cuda(args.device)
-    request = MeasureRequest(rows=rows, model=_model(args, rows), output=args.output,
+    request = MeasureRequest(rows=rows, model=resolved_model(args, rows), output=args.output,
                              device=args.device, repeats=args.repeats or DEFAULT_REPEATS,
                              repeats_explicit=args.repeats is not None, force=args.force,
                              timeout_seconds=args.timeout)
@@ -142,7 +117,7 @@ def run_probe(args: argparse.Namespace) -> int:
     (row,) = _under_allocators(parse_rows([args.row], args.seq, None), [args.allocator])
     refuse_sharded((row,))
     _require_cuda(args.device)
-    model = _model(args, (row,))
+    model = resolved_model(args, (row,))
     plan = plan_probe(row, args.output, args.device, args.memory_limit, model)
     print(f"probing {plan.row.id}: cap {plan.reason}", file=sys.stderr)
     report = measure_rows(MeasureRequest(rows=(plan.row,), model=model, output=args.output, device=args.device,
@@ -159,7 +134,7 @@ def run_refresh(args: argparse.Namespace) -> int:
     """`refresh`: what this environment's page still needs after measuring; exit 0 once it is current."""
     from generator.cli.refresh import refresh
 
-    refresh(_model(args, ()), args.measurements, args.seq)  # prints each step's outcome as it goes
+    refresh(resolved_model(args, ()), args.measurements, args.seq)  # prints each step's outcome as it goes
     return 0
 
 
@@ -177,7 +152,7 @@ def run_history(args: argparse.Namespace) -> int:
     else:
         from generator.predict.history import record_release
 
-        source = _model(args, rows)
+        source = resolved_model(args, rows)
         name, entry = source.name, record_release(rows, source)
     path = save_release(history_path(args.measurements, name), entry)
     failed = [peak.row for peak in entry.rows if peak.error]
@@ -228,7 +203,7 @@ def run_predict(args: argparse.Namespace) -> int:
     allocators = sorted({row.allocator for row in rows})
     if len(allocators) > 1:
         raise UsageError(f"predict takes one allocator at a time; the rows name {', '.join(allocators)}")
-    source = _model(args, rows)
+    source = resolved_model(args, rows)
     model = _process_model(args.measurements, allocators[0])
     predictions = predict_rows(rows, source, model, args.jobs or default_workers())
     ppm = qlora_ppm(args.measurements, "gpu")  # QLoRA's allowance on the GPU figures
@@ -268,7 +243,7 @@ def run_fit(args: argparse.Namespace) -> int:
         raise UsageError("--confirm measures two real steps on this machine, which cannot run one card of several")
     if args.confirm and args.target != "cpu":
         raise UsageError("--confirm measures two real steps on this machine's CPU: give --target cpu with it")
-    source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, args.seq).id], args.seq, None))
+    source = resolved_model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, args.seq).id], args.seq, None))
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target, collect_environment())
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)

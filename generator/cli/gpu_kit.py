@@ -85,7 +85,7 @@ def run_gpu(args: argparse.Namespace) -> int:
     """The kit, start to end."""
     import torch
 
-    from generator.cli.parser import UsageError
+    from generator.cli.errors import UsageError
     from generator.measure.environment import collect_environment
     from generator.model_source import resolve_model
     from generator.store import gpu_context

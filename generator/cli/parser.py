@@ -5,6 +5,7 @@ import argparse
 import re
 from pathlib import Path
 
+from generator.cli.errors import UsageError
 from generator.cli.gpu_kit import add_parser as _gpu
 from generator.cli.published import add_parser as _published
 from generator.diff.compare import parse_threshold
@@ -21,10 +22,6 @@ from generator.units import parse_size
 
 DESCRIPTION = ("memory-budget: measure the peak memory of a language model in inference and training, simulate "
                "it for any config, diff it between library versions, and build the write-up from the results.")
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

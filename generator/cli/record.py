@@ -4,7 +4,7 @@ file, which the next build offers in the fit page's calculator."""
 import argparse
 import sys
 
-from generator.cli.parser import UsageError
+from generator.cli.errors import UsageError
 from generator.escaping import plain_terminal_text
 from generator.matrix import DEFAULT_SEQ_LEN, Mode, RowSpec
 
@@ -13,7 +13,7 @@ def record_curves(args: argparse.Namespace, environment, model, workers: int) ->
     """fit --record: the shipped configs' curves into _fit.toml, or with --model one model's into its own file
     (merged with the lengths recorded before), which the next build offers in the fit page's calculator."""
     from generator.answers.published import qlora_ppm
-    from generator.cli.commands import _model, parse_rows
+    from generator.cli.arguments import parse_rows, resolved_model
     from generator.predict.curves import CALCULATOR_LENGTHS, calculator_edges, lengths_of, model_curves, site_curves
     from generator.store.fit_table import save_fit
     from generator.store.recorded_curves import load_recorded, merged, recorded_path, save_recorded
@@ -25,7 +25,7 @@ def record_curves(args: argparse.Namespace, environment, model, workers: int) ->
               f"environment with these library versions", file=sys.stderr)
         return 0
     seq = args.seq or DEFAULT_SEQ_LEN
-    source = _model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, seq).id], seq, None))
+    source = resolved_model(args, parse_rows([RowSpec(Mode.INFERENCE, 1, seq).id], seq, None))
     lengths = lengths_of(source, (args.seq,) if args.seq else CALCULATOR_LENGTHS)
     path = recorded_path(folder, source.name)
     old = load_recorded(path) if path.exists() else None  # a file it cannot read is refused, not replaced

@@ -6,7 +6,7 @@ import sys
 from importlib.util import find_spec
 
 from generator.answers.setups import SETUPS
-from generator.cli.parser import UsageError
+from generator.cli.errors import UsageError
 from generator.matrix import MAX_GPUS, RowSpec
 
 

@@ -9,7 +9,7 @@ from generator.answers.fit import FitAnswer
 from generator.answers.setups import BY_NAME, FIRST_SCREEN, SETUPS
 from generator.budget import EXAMPLE_CARD_BYTES
 from generator.escaping import heading_slug
-from generator.units import format_gib
+from generator.units import format_gib, format_gib_above
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,12 @@ def legend(kinds: list[str]) -> tuple[tuple[str, str], ...]:
     """(set-up, precision and recipe) for the set-ups the tables show, in their declared order."""
     shown = set(kinds)
     return tuple((setup.name, BY_NAME[setup.name].recipe) for setup in SETUPS if setup.name in shown)
+
+
+def cell(answer: FitAnswer) -> str:
+    """'batch 12 (21.3 GiB)', or 'does not fit: 31.0 > 21.6 GiB': what batch 1 needs against the usable budget,
+    after the margin, that it was judged against."""
+    if answer.batch == 0:
+        return (f"does not fit: {format_gib_above(answer.predicted_bytes, answer.usable_bytes).removesuffix(' GiB')}"
+                f" > {format_gib(answer.usable_bytes)}")
+    return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)})"

@@ -15,14 +15,14 @@ from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
 from generator.report.between import BetweenText, between_text
 from generator.report.calculator import CalculatorData, calculator_data
-from generator.report.fit_first import FirstLine, card_text, first_lines, legend
+from generator.report.fit_first import FirstLine, card_text, cell, first_lines, legend
 from generator.store.fit_table import Curve, FitTable
 from generator.store.recorded_curves import RecordedCurves
 from generator.store.records import RowResult
 
 if TYPE_CHECKING:
     from generator.report.sharded import ShardedSection
-from generator.units import GIB, MIB, format_gib, format_gib_above, format_mib, mib_range, signed_percent
+from generator.units import GIB, MIB, format_mib, mib_range, signed_percent
 
 
 @dataclass(frozen=True)
@@ -142,15 +142,6 @@ class FitPageContext:
     checked: tuple[tuple[str, ...], ...] = ()  # (model, row at the answer's batch, the cap, what happened)
     device_name: str = ""  # the device that validated them
     published_page: bool = False  # the site has the page of published GPU figures (published.md)
-
-
-def cell(answer: FitAnswer) -> str:
-    """'batch 12 (21.3 GiB)', or 'does not fit: 31.0 > 21.6 GiB': what batch 1 needs against the usable budget,
-    after the margin, that it was judged against."""
-    if answer.batch == 0:
-        return (f"does not fit: {format_gib_above(answer.predicted_bytes, answer.usable_bytes).removesuffix(' GiB')}"
-                f" > {format_gib(answer.usable_bytes)}")
-    return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)})"
 
 
 def percent(share: float) -> str:

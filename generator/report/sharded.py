@@ -5,10 +5,10 @@ stated margin."""
 
 from dataclasses import dataclass
 
-from generator.answers.fit import SHARDED_CARD_GIB, FitAnswer, answer_within, card_needs
+from generator.answers.fit import GPU_MARGIN, SHARDED_CARD_GIB, FitAnswer, answer_within, card_needs
 from generator.answers.setups import SHARDING_NAMES
 from generator.matrix import batch_limit, parse_row
-from generator.report.fit_page import SITE_MARGIN, cell
+from generator.report.fit_first import cell
 from generator.store.fit_table import Curve, FitTable
 from generator.units import GIB, format_gib
 
@@ -42,7 +42,7 @@ def _answer(curve: Curve, seq_len: int) -> FitAnswer:
     def peak(batch: int) -> int:
         return card_needs(curve.cuda_at(batch))
 
-    usable, limit = round(CARD_BYTES * (1 - SITE_MARGIN)), batch_limit(seq_len)
+    usable, limit = round(CARD_BYTES * (1 - GPU_MARGIN)), batch_limit(seq_len)
     return answer_within(curve.kind, curve.row, peak, usable, limit, curve.batches, model=curve.model,
                          parameters=curve.parameters, budget_bytes=CARD_BYTES)
 
@@ -61,5 +61,5 @@ def sharded_section(table: FitTable | None) -> ShardedSection | None:
     first = table.sharded[0]
     return ShardedSection(model=first.model, parameters_text=f"{first.parameters:,}",
                           gpus=tuple(sorted({r.gpus for r in rows})),
-                          card=format_gib(CARD_BYTES, 0), usable=format_gib(round(CARD_BYTES * (1 - SITE_MARGIN))),
+                          card=format_gib(CARD_BYTES, 0), usable=format_gib(round(CARD_BYTES * (1 - GPU_MARGIN))),
                           rows=tuple(rows))
