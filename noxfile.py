@@ -1,4 +1,5 @@
-"""Sessions for memory-budget. The main job is `nox -s measure build`; the test command is `nox -s tests`.
+"""Sessions for memory-budget. The main job is `nox -s measure build`; the tests are `nox -s tests` (the fast
+tier, for every change) and `nox -s tests_full` (everything, before a merge and in CI).
 
 Virtualenvs are reused between runs (a second run installs nothing new), and every session passes its
 positional arguments through: `nox -s measure -- --rows train-b8 --force`.
@@ -10,7 +11,7 @@ import nox
 from nox.command import CommandFailed
 
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["tests", "lint"]
+nox.options.sessions = ["tests", "lint"]  # the fast tier; tests_full is the whole suite
 nox.options.error_on_missing_interpreters = True
 
 # torch is pinned exactly: on the machines this project runs on, `pip install torch==2.13.0` takes a local
@@ -24,6 +25,10 @@ TORCH = "torch==2.13.0"
 # then recorded curves the page could not offer, under other versions than its table's.)
 TRANSFORMERS, PEFT, BITSANDBYTES = "transformers==5.24.0", "peft==0.21.2", "bitsandbytes==0.50.2"
 STACK = (TRANSFORMERS, PEFT, BITSANDBYTES)
+# The site's stack is pinned too: the golden test compares the built pages and SVGs to the byte, and another
+# altair or vl-convert draws another SVG. These are the versions site/ was built under.
+SITE_STACK = ("altair==6.3.0", "jinja2==3.1.6", "markdown-it-py==4.3.0", "markupsafe==3.0.4",
+              "vl-convert-python==1.9.0.post1")
 
 
 @nox.session
@@ -77,11 +82,12 @@ ONE_REPEAT = ("--repeats", "1")  # a release's first look: one repeat a row (dif
 def release(session: nox.Session) -> None:
     """A new transformers release in one command: `nox -s release` (the newest on the registry) or `nox -s release
     -- 5.25.0`. In its own virtualenv it measures the rows the process model needs (the default matrix, and
-    SECOND_MODEL_ROWS, one repeat each), refreshes what the page needs under that release (predictions, the probe, the fit curves)
-    and builds the site, whose versions page then sets the release beside the others with the diff's verdict."""
+    SECOND_MODEL_ROWS, one repeat each), refreshes what the page needs under that release (predictions, the probe,
+    the fit curves) and builds the site, whose versions page then sets the release beside the others with the
+    diff's verdict."""
     session.install(TORCH)
     wanted = f"transformers=={session.posargs[0]}" if session.posargs else "transformers"
-    session.install("--upgrade", "-e", ".[measure,site,cluster]", wanted, PEFT, BITSANDBYTES)
+    session.install("--upgrade", "-e", ".[measure,site,cluster]", wanted, PEFT, BITSANDBYTES, *SITE_STACK)
     session.run("memory-budget", "measure", *ONE_REPEAT, success_codes=[0, 1])  # 1: a row failed, and says so
     session.run("memory-budget", "measure", *SECOND_MODEL_ROWS, *ONE_REPEAT, success_codes=[0, 1])
     session.run("memory-budget", "refresh")
@@ -145,15 +151,25 @@ def diff(session: nox.Session) -> None:
 @nox.session
 def build(session: nox.Session) -> None:
     """Build site/index.md, site/index.html and the charts from measurements/ (posargs go to `build`)."""
-    session.install("-e", ".[site]")
+    session.install("-e", ".[site]", *SITE_STACK)
     session.run("memory-budget", "build", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite: real worker processes on a tiny Llama config, then build and check the pages."""
+    """The fast tier, for every change: the tests not marked slow (tests/conftest.py says which are), in about
+    two minutes on two cores. `nox -s tests_full` runs everything, as CI does."""
     session.install(TORCH)
-    session.install("-e", ".[measure,site,test,cluster]", *STACK)
+    session.install("-e", ".[measure,site,test,cluster]", *STACK, *SITE_STACK)
+    session.run("pytest", "-m", "not slow", *session.posargs)
+
+
+@nox.session
+def tests_full(session: nox.Session) -> None:
+    """Every test: real worker processes on a tiny Llama config, the browser checks of the built pages, the
+    simulations at scale. Run it before a merge; CI runs it on a fresh clone."""
+    session.install(TORCH)
+    session.install("-e", ".[measure,site,test,cluster]", *STACK, *SITE_STACK)
     session.run("pytest", *session.posargs)
 
 
@@ -202,6 +218,6 @@ def serve(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Check style and common bugs with ruff, and types with mypy (settings in pyproject.toml)."""
     session.install(TORCH)  # mypy checks against the libraries the code runs with
-    session.install("ruff", "mypy", "-e", ".[measure,site,test,cluster]", *STACK)
+    session.install("ruff", "mypy", "-e", ".[measure,site,test,cluster]", *STACK, *SITE_STACK)
     session.run("ruff", "check", ".", *session.posargs)
     session.run("mypy")

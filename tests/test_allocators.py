@@ -13,6 +13,8 @@ from generator.measure import allocator as allocators
 from generator.store.catalog import load_folder
 from generator.store.codec import load_file
 
+pytestmark = pytest.mark.slow  # measures real worker processes under each allocator
+
 
 def _package_installed(package: str) -> bool:
     """Whether Debian's package database says the package is installed (False where there is no dpkg)."""

@@ -22,6 +22,8 @@ from generator.predict.simulate import PROGRAMS, _cpu_part, _cuda_part, simulate
 from generator.predict.small_depths import SHAPES, shape_key, simulate_full
 from generator.predict.tracker import StorageTracker
 
+pytestmark = pytest.mark.slow  # simulates every architecture at several batches
+
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 SETUP_ROWS = [*(template.format(b=2, s=16) for template in KINDS.values()), "train-b2-s16-amp-zero3x4"]
 

@@ -4,6 +4,7 @@ say). Figures by hand: P = 1,000,000 parameters, so fp32 weights, gradients and 
 and in bf16 8,000,000."""
 
 from dataclasses import replace
+from pathlib import Path
 
 from test_mutation_figures import P, _row, _views
 
@@ -405,3 +406,24 @@ def test_same_tokens_needs_both_peaks() -> None:
     assert same_tokens(one, replace(other, net=None)) is None
     assert same_tokens(one, replace(other, net=replace(other.net, n_bytes=0))) is None
     assert same_tokens(replace(one, net=None), other) is None
+
+
+def test_what_carries_over_to_a_gpu_is_decided_by_the_two_programs_tensor_peaks() -> None:
+    """The article says the tensor peaks carry over only where CUDA's simulated program allocates within 1 % of
+    the CPU's on every row; otherwise it gives the range, and where it is found (a flip test of the sentence)."""
+    from types import SimpleNamespace
+
+    from generator.report.claims import gpu_carry
+    from generator.report.views import figure
+
+    def view(name: str, cpu: int, cuda: int) -> SimpleNamespace:
+        return SimpleNamespace(id=name, tensor_peak=figure(cpu), simulated_gpu_tensor=figure(cuda))
+
+    same = gpu_carry((view("a", 1000, 1000), view("b", 2000, 2005)))
+    assert same is not None and same.carries and same.rows == 2
+    apart = gpu_carry((view("a", 1000, 1000), view("b", 2000, 3000)))
+    assert apart is not None and not apart.carries
+    assert (apart.low.value, apart.row_low, apart.high.value, apart.row_high) == (0.0, "a", 0.5, "b")
+    assert gpu_carry((SimpleNamespace(id="c", tensor_peak=figure(5), simulated_gpu_tensor=None),)) is None
+    page = (Path(__file__).resolve().parent.parent / "site" / "index.md").read_text()
+    assert "and so the ratios, the per-token cost and the simulated tensor peaks" not in page

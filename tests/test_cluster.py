@@ -14,6 +14,8 @@ from conftest import TINY_MODEL, run_cli
 
 from generator.store.codec import load_file
 
+pytestmark = pytest.mark.slow  # runs real workers through the cluster path
+
 pytest.importorskip("submitit")
 
 

@@ -14,6 +14,8 @@ from conftest import TESTS, TINY_MODEL, run_cli
 
 from generator.store.codec import load_file
 
+pytestmark = pytest.mark.slow  # induces failures in real worker processes
+
 # Large vocabulary and width: AdamW state and activations both big enough that step 2 needs ~200 MiB more
 # than step 1, far more than the run-to-run noise of a single allocation.
 WIDE_MODEL = TESTS / "wide-tiny-llama.json"

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL
 
+pytestmark = pytest.mark.slow  # runs the main job's steps
+
 REPO = Path(__file__).resolve().parent.parent
 NEW_MACHINE = "cpu-torch0-transformers0-peft0-py3.11-newbox"
 

@@ -3,11 +3,14 @@
 import tomllib
 from pathlib import Path
 
+import pytest
 from conftest import TINY_MODEL, run_cli
 
 from generator.matrix import DEFAULT_ROWS, default_matrix
 from generator.store.codec import load_file
 from generator.store.records import METHOD_VERSION, SCHEMA_VERSION
+
+pytestmark = pytest.mark.slow  # measures real worker processes
 
 # LoRA r=8 on q_proj and v_proj of the tiny config: per layer r*(64+64) for q and r*(64+32) for v.
 TINY_LORA_TRAINABLE = 2 * (8 * (64 + 64) + 8 * (64 + 32))

@@ -19,7 +19,10 @@ def _pins() -> dict[str, str]:
     texts = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
     pins = [text.split("==") for text in texts if text.count("==") == 1 and " " not in text]
     return {name: version for name, version in pins
-            if version and name in ("torch", "transformers", "peft", "bitsandbytes")}
+            if version and name in ("torch", "transformers", "peft", "bitsandbytes", *SITE)}
+
+
+SITE = ("altair", "jinja2", "markdown-it-py", "markupsafe", "vl-convert-python")  # the golden pages' stack
 
 
 def _committed_libraries() -> set[str]:
@@ -29,7 +32,7 @@ def _committed_libraries() -> set[str]:
 
 def test_the_noxfile_pins_the_versions_of_the_committed_curves() -> None:
     pins = _pins()
-    assert set(pins) == {"torch", "transformers", "peft", "bitsandbytes"}, pins
+    assert set(pins) == {"torch", "transformers", "peft", "bitsandbytes", *SITE}, pins
     wanted = f"torch {pins['torch']}+cpu, transformers {pins['transformers']}, peft {pins['peft']}"
     assert _committed_libraries() == {wanted}, "the noxfile's pins are not the committed fit table's libraries"
 

@@ -19,6 +19,8 @@ from generator.report.site import build_pages
 from generator.store import published
 from generator.store.records import ResultsError
 
+pytestmark = pytest.mark.slow  # simulates every published entry's 7B-class recipe
+
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = ROOT / "measurements"
 

@@ -222,3 +222,20 @@ def test_from_an_empty_folder_fit_reads_the_shipped_measurements_and_answers_a_b
     assert 1 <= batch < measured, (batch, measured)
     assert process.endswith("read from the measurements shipped with memory-budget (the folder given holds no rows)")
     assert why.endswith("(the folder given holds no rows)")
+
+
+def test_for_your_own_model_installs_the_versions_the_page_ran_and_gives_every_command_its_length() -> None:
+    from generator.report.answer import pinned_install
+    from generator.store.fit_table import load_fit
+
+    root = Path(__file__).resolve().parent.parent
+    (table,) = [load_fit(path.parent) for path in (root / "measurements").glob("*/_fit.toml")]
+    assert table is not None
+    install = pinned_install(table)
+    noxfile = root.joinpath("noxfile.py").read_text()
+    for pin in install.split():
+        assert f'"{pin}"' in noxfile, pin  # the pins the suite and the main job install
+    block = root.joinpath("site", "index.md").read_text().split("For your own model:", 1)[1].split("```")[1]
+    assert f"pip install '.[measure]' {install}" in block
+    commands = [line for line in block.splitlines() if line.startswith("memory-budget fit")]
+    assert len(commands) == 2 and all(f"--seq {table.seq_len}" in line for line in commands)

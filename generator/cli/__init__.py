@@ -6,8 +6,9 @@ missing; ``gpu_kit`` is the GPU validation kit; ``refresh`` orchestrates what a 
 (predictions, the step-2 probe, the curves), each step skipped where current; ``confirm`` measures fit's
 answers (`fit --confirm`); ``record`` writes `fit --record`'s curves; ``published`` simulates the
 published-figures suite; ``diff_command`` compares two environments; ``arguments`` checks --model and
---rows for every command that takes them; ``errors`` is the one error of the command line's own. Bad input of any kind is reported as one
-line on stderr with exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
+--rows for every command that takes them; ``errors`` is the one error of the command line's own. Bad input of
+any kind is reported as one line on stderr with exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit
+status 130."""
 
 import gc
 import signal

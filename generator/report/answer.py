@@ -36,6 +36,16 @@ class FirstAnswer:
     card_argument: str = ""  # "24GiB": the same card, as `fit --budget` takes it
     cpu_argument: str = ""  # "64GiB": the fit page's larger CPU machine
     usable: str = ""  # "21.6 GiB": the card less the margin, what a line is judged against
+    install: str = ""  # "torch==2.13.0 transformers==5.24.0 ...": the versions the answers were simulated under
+
+
+def pinned_install(fit_table: FitTable) -> str:
+    """The pip requirements of the libraries the curves were simulated under (their table's libraries and
+    bitsandbytes), so that "for your own model" simulates the program the page shows, not the registry's newest."""
+    pairs = [item.split(" ", 1) for item in fit_table.libraries.split(", ") if item.count(" ") == 1]
+    if fit_table.bitsandbytes:
+        pairs.append(["bitsandbytes", fit_table.bitsandbytes])
+    return " ".join(f"{name}=={version.split('+')[0]}" for name, version in pairs)
 
 
 def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) -> FirstAnswer | None:
@@ -54,4 +64,4 @@ def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) 
                        large_model=fit_table.example[0].model if fit_table.example else "",
                        large_lines=tuple(first_per_task.values()),
                        card_argument=f"{EXAMPLE_CARD_BYTES // GIB}GiB", cpu_argument=f"{CPU_BUDGETS_GIB[-1]}GiB",
-                       usable=format_gib(example_usable_bytes()))
+                       usable=format_gib(example_usable_bytes()), install=pinned_install(fit_table))

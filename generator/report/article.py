@@ -14,7 +14,7 @@ from generator.budget import EXAMPLE_PARAMETERS, ProcessModel
 from generator.matrix import DEFAULT_ALLOCATOR, Mode
 from generator.report.allocators import AllocatorComparison, compare_allocators
 from generator.report.answer import FirstAnswer, first_answer
-from generator.report.claims import LargeModel, large_model
+from generator.report.claims import GpuCarry, LargeModel, gpu_carry, large_model
 from generator.report.example import (
     Budget,
     Example,
@@ -96,6 +96,7 @@ class PageContext:
     verdict: Verdict | None = None
     noise: Noise | None = None
     allocators: AllocatorComparison | None = None
+    gpu_carry: GpuCarry | None = None  # CUDA's simulated tensor peaks against the CPU's, over the rows shown
     large_model: LargeModel | None = None  # the worked example's model: which share its training peak is
     answer: FirstAnswer | None = None  # the first screen: will it fit, from the fit page's computation
     gpu_line: str = ""  # which of its GPU figures are simulated and which a device confirmed
@@ -206,5 +207,6 @@ def build_context(results: Sequence[RowResult], process: ProcessModel | None = N
         verdict=verdict(page_findings, uncapped, seq_len, overhead),
         allocators=compare_allocators(list(rows.ordered)),
         large_model=large_model(fit_table),
+        gpu_carry=gpu_carry(shown),
         answer=first_answer(fit_table, rows.first.model.name, process) if process is not None else None,
     )

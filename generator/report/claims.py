@@ -153,3 +153,39 @@ def large_model(fit_table: FitTable | None) -> LargeModel | None:
                       shape=f"batch {row.batch_size} × {row.seq_len:,}", fixed=Figure(fixed, format_gib(fixed)),
                       peak=Figure(line.tensor_peak_bytes, format_gib(line.tensor_peak_bytes)),
                       fixed_share=share(value), fixed_dominate=value >= 0.5)
+
+
+@dataclass(frozen=True)
+class GpuCarry:
+    """What carries over from these CPU figures to a GPU, decided by the rows: the P-sized arrays always; the
+    whole tensor peak only where CUDA's program (its attention kernel, its autocast lists) allocates what the
+    CPU's does. The range is CUDA's tensor peak against the CPU's over the rows that have both."""
+
+    rows: int
+    low: Ratio  # signed: CUDA's tensor peak / the CPU's - 1, the lowest over the rows
+    high: Ratio
+    row_low: str  # the rows where each is found
+    row_high: str
+
+    @property
+    def tolerance(self) -> str:
+        """'1 %': within it, a CPU tensor peak is the GPU's too."""
+        return share(CARRY_TOLERANCE).text
+
+    @property
+    def carries(self) -> bool:
+        """Whether the tensor peaks carry over as they are: within 1 % on every row."""
+        return abs(self.low.value) <= CARRY_TOLERANCE and abs(self.high.value) <= CARRY_TOLERANCE
+
+
+CARRY_TOLERANCE = 0.01  # within it, a CPU tensor peak is the GPU's too
+
+
+def gpu_carry(rows: tuple[RowView, ...]) -> GpuCarry | None:
+    """CUDA's simulated tensor peak against the CPU's over the rows that have both; None without such rows."""
+    found = [(row.simulated_gpu_tensor.n_bytes / row.tensor_peak.n_bytes - 1, row.id) for row in rows
+             if row.simulated_gpu_tensor is not None and row.tensor_peak is not None and row.tensor_peak.n_bytes]
+    if not found:
+        return None
+    (low, row_low), (high, row_high) = min(found), max(found)
+    return GpuCarry(rows=len(found), low=signed(low), high=signed(high), row_low=row_low, row_high=row_high)

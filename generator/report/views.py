@@ -122,6 +122,7 @@ class RowView:
     detail: str = ""  # a failed row's error as recorded, word for word, for quoting
     detail_sizes: str = ""  # its byte counts read in MiB: '402,653,184 bytes is 384 MiB'
     simulated_reserve: Figure | None = None  # the simulation replayed through the CUDA caching allocator
+    simulated_gpu_tensor: Figure | None = None  # the tensor peak of CUDA's program (its kernels and autocast)
 
 
 def figure(n_bytes: int) -> Figure:
@@ -250,6 +251,8 @@ def prediction_fields(result: RowResult, process: ProcessModel | None) -> dict:
     return {"tensor_peak": figure(tensor), "predicted": figure(expected),
             "simulated_activations": figure(prediction.activations_bytes),
             "simulated_reserve": figure(prediction.cuda_reserved_bytes) if prediction.cuda_reserved_bytes else None,
+            "simulated_gpu_tensor": figure(prediction.cuda_tensor_peak_bytes)
+            if prediction.cuda_tensor_peak_bytes else None,
             "prediction_error": signed((expected - measured) / measured) if measured else None,
             "overhead_share": share((measured - tensor) / tensor) if tensor > 0 else None}
 

@@ -169,7 +169,7 @@ class Prediction:
     seconds: float = 0.0
     lora_targets: str = ""
     phase_peak_bytes: Mapping[str, int] = field(default_factory=dict)
-    # The same allocations replayed through the CUDA caching allocator's rules (generator/predict/
+    # The same allocations replayed through the CUDA caching allocator's rules (generator/answers/
     # cuda_allocator.py): the bytes it would reserve, with fixed and with expandable segments. Simulated.
     cuda_reserved_bytes: int = 0
     cuda_expandable_bytes: int = 0
