@@ -44,6 +44,7 @@ def test_measure_refuses(tmp_path: Path, args: list[str], expected: str) -> None
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.slow  # starts processes that import torch and transformers
 def test_measure_refuses_a_config_that_is_not_a_causal_lm(tmp_path: Path) -> None:
     config = tmp_path / "vit.json"
     config.write_text(json.dumps({"model_type": "vit", "hidden_size": 64}))
@@ -52,6 +53,7 @@ def test_measure_refuses_a_config_that_is_not_a_causal_lm(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("args", [["--lora-targets", "q_proj"], []])
+@pytest.mark.slow  # starts processes that import torch and transformers
 def test_predict_refuses_a_config_transformers_cannot_build(tmp_path: Path, args: list[str]) -> None:
     """A config whose fields transformers accepts but whose model it cannot build (an unknown activation): one
     line whether the LoRA targets are checked on the meta device first or the simulation builds it."""
@@ -62,6 +64,7 @@ def test_predict_refuses_a_config_transformers_cannot_build(tmp_path: Path, args
     assert_refused(result, "transformers cannot build it from its config", "no-such-activation")
 
 
+@pytest.mark.slow  # starts processes that import torch and transformers
 def test_probe_without_a_measured_row_refuses(tmp_path: Path) -> None:
     result = run_cli("probe", "--model", str(TINY_MODEL), "--output", str(tmp_path))
     assert_refused(result, "measure it first or pass --memory-limit")

@@ -37,6 +37,7 @@ def _real_and_fake(op: object, *args: object) -> tuple[list[tuple], list[tuple]]
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("shape", [(64, 64), (96, 40), (7, 13)])  # whole blocks, a ragged last block, tiny
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_the_4bit_operators_fake_kernels_match_the_real_ones(dtype: object, shape: tuple[int, int]) -> None:
     weight = torch.randn(shape, dtype=dtype)  # type: ignore[call-overload]
     real, fake = _real_and_fake(ops.quantize_4bit.default, weight, 64, "nf4", torch.uint8)
@@ -74,6 +75,7 @@ def _ceil(n: int, block: int) -> int:
     return -(-n // block)
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_a_4bit_base_counts_its_packed_weights_and_their_scales() -> None:
     """SmolLM2's 210 linear layers (30 decoder layers × 7) hold two weights a byte; their scales are one byte a
     block of 64 (double quantization), with an fp32 scale per 256 of those, a 16-value NF4 map each, and the
@@ -94,6 +96,7 @@ def _fresh(code: str) -> list[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
+@pytest.mark.slow  # simulates at scale or starts real processes
 def test_the_simulator_imports_bitsandbytes_without_torch_compiles_inductor() -> None:
     """Imported plainly, bitsandbytes wraps CPU kernels in torch.compile, which imports torch's inductor (most of
     the import's second); the simulator imports it with dynamo off for the import, and restores the setting, so a

@@ -35,11 +35,13 @@ def _same(path: Path, row_id: str) -> None:
 
 
 @pytest.mark.parametrize("path", ARCHITECTURES, ids=lambda path: path.stem)
+@pytest.mark.slow  # simulates at scale or starts real processes
 def test_the_decode_path_is_the_full_run_on_every_architecture(path: Path) -> None:
     _same(path, "gen-b2-s16-n32-bf16")
 
 
 @pytest.mark.parametrize("model", ["llama", "gpt2", "gemma2"])
+@pytest.mark.slow  # simulates at scale or starts real processes
 def test_the_decode_path_is_the_full_run_at_batch_1_and_other_lengths(model: str) -> None:
     """A batch of one takes other paths (views where two copy); a longer prompt and fewer new tokens."""
     _same(TESTS / "architectures" / f"{model}.json", "gen-b1-s40-n12-bf16")
@@ -47,6 +49,7 @@ def test_the_decode_path_is_the_full_run_at_batch_1_and_other_lengths(model: str
 
 @pytest.mark.parametrize(("model", "window", "fast"), [("mistral", 30, False), ("gemma2", 45, False),
                                                       ("mistral", 60, True)])
+@pytest.mark.slow  # simulates at scale or starts real processes
 def test_a_cache_that_stops_growing_on_the_way_is_run_in_full(model: str, window: int, fast: bool,
                                                                tmp_path: Path) -> None:
     """A sliding window of 30 or 45 positions is reached between the early run's decode steps (17 to 21

@@ -24,6 +24,8 @@ from generator.predict.simulate import METHOD, PROGRAMS, _cpu_part, _cuda_part
 from generator.predict.small_depths import SHAPES, shape_key, simulate_by_depth, simulate_full, simulate_like
 from generator.predict.tracker import StorageTracker
 
+pytestmark = pytest.mark.slow  # simulates every architecture and shipped config at full depth, twice
+
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 MODELS = Path(__file__).resolve().parent.parent / "generator" / "models"
 SETUP_ROWS = [*(template.format(b=2, s=16) for template in KINDS.values()), "train-b2-s16-amp-zero3x4"]
@@ -125,6 +127,7 @@ def _again(row: RowSpec, source: ModelSource, name: str, batches: tuple[int, ...
 
 
 @pytest.mark.parametrize("path", ARCHITECTURES, ids=lambda path: path.stem)
+@pytest.mark.slow  # simulates at scale or starts real processes
 def test_the_fast_path_is_the_full_simulation_on_every_architecture(path: Path, tmp_path: Path) -> None:
     """Every fast answer is the full simulation's; the rows it leaves to the full simulation are the known ones
     (a stack whose trace this path cannot yet extend), so a new one fails here, and so does one that starts

@@ -62,6 +62,7 @@ def twin(measured_root: Path, tmp_path: Path) -> tuple[Path, Path]:
     return _environment(measured_root), _environment(copy)
 
 
+@pytest.mark.slow  # simulates every architecture, or measures twice
 def test_two_separate_runs_of_one_environment_diff_as_same(tmp_path: Path) -> None:
     roots = [tmp_path / "one", tmp_path / "two"]
     for root in roots:  # two measure runs: two worker servers per run, nothing shared between runs

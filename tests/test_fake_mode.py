@@ -62,6 +62,7 @@ def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize("config", ARCHITECTURES, ids=[path.stem for path in ARCHITECTURES])
+@pytest.mark.slow  # simulates every architecture, or measures twice
 def test_the_simulations_fake_mode_gives_the_plain_ones_journal(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for row_id in ROWS:
         _same(config, row_id, CUDA, monkeypatch)
@@ -69,6 +70,7 @@ def test_the_simulations_fake_mode_gives_the_plain_ones_journal(config: Path, mo
 
 
 @pytest.mark.parametrize("row_id", ROWS)
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_the_cpu_program_too(row_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _same(TESTS / "architectures" / "llama.json", row_id, CPU, monkeypatch)
 

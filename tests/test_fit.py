@@ -20,6 +20,7 @@ MIB = 2**20
 OVERHEAD = ProcessModel(proportional=0.08, fixed=40 * MIB, rows=3, source="a test's")
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_the_answer_fits_and_the_next_batch_does_not() -> None:
     source = resolve_model(str(TINY_MODEL))
     answers = fit(Predictor(source, OVERHEAD), seq_len=64, budget=120 * MIB, margin=0.1)
@@ -57,6 +58,7 @@ def test_nothing_fits_a_budget_below_the_weights() -> None:
     assert answer.batch == 0 and answer.predicted_bytes > 90 * MIB and answer.row == "train-b1-s64"
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_the_command_line(tmp_path: Path) -> None:
     result = run_cli("fit", "--budget", "400MiB", "--model", str(TINY_MODEL), "--seq", "64",
                      "--measurements", str(tmp_path), "--target", "cpu")

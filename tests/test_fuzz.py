@@ -15,6 +15,8 @@ from generator.store.codec import load_file, parse
 from generator.store.layout import row_files as result_files
 from generator.store.records import ResultsError, RowResult
 
+pytestmark = pytest.mark.slow  # hypothesis fuzzes the loader and the command line: hundreds of examples
+
 REPO = Path(__file__).resolve().parent.parent
 VALID_FILE = sorted(REPO.glob("measurements/*/*/train-b8-s256.toml"))[-1]
 VALID = tomllib.loads(VALID_FILE.read_text())
@@ -177,6 +179,7 @@ def no_side_effects(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @example(argv=["predict"])  # the stubs once lagged behind predict_rows' and fit's arguments: a TypeError
 @example(argv=["fit", "--budget", "24GiB"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_no_command_line_raises(no_side_effects: None, argv: list[str], capsys: pytest.CaptureFixture) -> None:
     before = _snapshot(REPO)
     code = cli.main(argv)

@@ -26,6 +26,7 @@ def test_the_context_probe_is_read_field_by_field() -> None:
             gpu_context.from_readings({**readings, key: bad}, "probe.json")
 
 
+@pytest.mark.slow  # builds pages from a GPU environment and starts processes
 def test_the_kit_refuses_a_machine_without_cuda_in_one_line() -> None:
     result = run_cli("gpu", "--measurements", str(REPO / "measurements"))
     assert result.returncode == 2
@@ -42,6 +43,7 @@ def pages_with_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     return build_pages(root)
 
 
+@pytest.mark.slow  # builds pages from a GPU environment and starts processes
 def test_the_fit_page_sets_simulated_beside_measured_for_each_validated_row(pages_with_a_gpu) -> None:
     page = pages_with_a_gpu["fit.md"]
     # by hand: 3,060,000,000 B is 2,918 MiB, 3,000,000,000 B is 2,861 MiB, +2.0 %; 398e6 B against 420e6 B, −5.2 %
@@ -62,6 +64,7 @@ def test_the_first_screens_say_what_a_device_confirmed(pages_with_a_gpu) -> None
     assert "the context measured 500 MiB, and 600 MiB with cuBLAS's kernels and workspaces loaded" in fit
 
 
+@pytest.mark.slow  # builds pages from a GPU environment and starts processes
 def test_without_a_gpu_environment_every_gpu_figure_is_called_simulated() -> None:
     pages = build_pages(REPO / "measurements")
     for name in ("index.md", "fit.md"):

@@ -44,6 +44,7 @@ def test_steps_of_one_percent_or_more_are_named_with_their_release_and_category(
     assert history_context("m", ()) is None
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_the_command_records_the_installed_release(tmp_path: Path) -> None:
     result = run_cli("history", "--model", str(TINY_MODEL), "--seq", "32", "--rows", "infer-b1", "train-b2",
                      "--measurements", str(tmp_path))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # simulates configs at scale or starts processes that import torch
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -32,6 +32,7 @@ def test_weights_gradients_and_adamw_state_are_exact(model: str | None, row_id: 
         assert prediction.parameters == 134_515_008
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_lora_trains_exactly_the_adapters() -> None:
     smol = simulate(parse_row("train-b1-s32-lora8"), resolve_model(None))
     assert smol.trainable_parameters == 460_800 and smol.lora_targets == "q_proj v_proj"
@@ -42,6 +43,7 @@ def test_lora_trains_exactly_the_adapters() -> None:
     assert gpt2.trainable_parameters == 12 * 8 * (768 + 3 * 768)  # c_attn: 768 -> 2304, 12 layers
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_a_real_measurement_agrees_with_its_prediction(tmp_path: Path) -> None:
     """Stated tolerance: the process holds at least its tensors (less 3 % for pages never touched), and at most
     15 % + 160 MiB more: glibc keeps freed activations, and the runtime's first use of kernels and library
@@ -74,6 +76,7 @@ def test_a_real_measurement_agrees_with_its_prediction(tmp_path: Path) -> None:
     assert {"row", "peak_bytes", "tensor_peak_bytes", "phase"} <= set(document[0])
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_a_config_transformers_cannot_build_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "broken.json"
     config.write_text(TINY_MODEL.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": "two"'))
@@ -86,6 +89,7 @@ def test_a_config_transformers_cannot_build_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("model", ["SmolLM2-135M-Instruct", "gpt2", "Llama-3.2-1B", "Llama-2-7b"])
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_every_shipped_config_predicts(model: str) -> None:
     result = run_cli("predict", "--model", model, "--rows", "train-b1-s64", "infer-b1-s64", "--format", "json")
     assert result.returncode == 0, result.stderr

@@ -65,6 +65,7 @@ def test_a_model_name_made_safe_never_names_a_folder_the_readers_skip(name: str)
     assert folder and not folder.startswith(("_", ".")) and "/" not in folder
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_a_second_config_of_the_same_name_never_writes_over_the_firsts_curves(tmp_path: Path) -> None:
     """`fit --model other/config.json --record` where tiny-llama's folder name already holds another config's
     curves: refused in one line, before any simulation, and the first config's file is left as it was."""
@@ -89,6 +90,7 @@ def test_a_second_config_of_the_same_name_never_writes_over_the_firsts_curves(tm
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_fit_answers_for_a_gpu_by_default_and_says_the_target_and_length(tmp_path: Path) -> None:
     result = run_cli("fit", "--budget", "150MiB", "--model", str(TINY_MODEL), "--seq", "64", "--jobs", "1",
                      "--measurements", str(tmp_path))

@@ -14,6 +14,8 @@ from conftest import TESTS, TINY_MODEL, run_cli
 from generator.matrix import RowError, parse_row
 from generator.units import MIB
 
+pytestmark = pytest.mark.slow  # simulates configs at scale or starts processes that import torch
+
 ARCHITECTURES = TESTS / "architectures"
 ROW_KINDS = ("infer-b2-s32", "train-b2-s32", "train-b2-s32-ckpt", "train-b2-s32-bf16", "train-b2-s32-lora8",
              "train-b2-s32-amp", "train-b2-s32-bf16-lora8", "gen-b2-s32-n4-bf16")

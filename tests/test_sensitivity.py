@@ -6,9 +6,12 @@ config's rows are too small for that against the 4 MiB floor.)"""
 import os
 from pathlib import Path
 
+import pytest
 from conftest import TINY_MODEL, run_cli
 
 from generator.diff.sensitivity import verdicts
+
+pytestmark = pytest.mark.slow  # simulates configs at scale or starts processes that import torch
 
 ROW = "train-b16-s512-glibc-tuned"  # about 200 MiB net: +5 % is 10 MiB, past the 4 MiB floor
 

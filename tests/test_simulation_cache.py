@@ -174,6 +174,7 @@ def test_a_row_not_kept_sends_the_question_to_the_reference_path(monkeypatch, ke
     assert fast.kept_predictions([parse_row("infer-b2-s32"), parse_row("infer-b3-s32")], source) is None
 
 
+@pytest.mark.slow  # simulates a real config or starts processes that import torch
 def test_predict_of_kept_rows_imports_neither_torch_nor_transformers(kept: Path) -> None:
     """The speed of `predict` asked again is its imports: with every part kept and the config's checks kept,
     neither heavy library is imported (the figure itself is in the benchmarks, not here)."""

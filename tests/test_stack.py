@@ -17,6 +17,8 @@ from generator.predict import stack
 from generator.predict.simulate import PROGRAMS
 from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full, simulate_like
 
+pytestmark = pytest.mark.slow  # simulates configs at scale or starts processes that import torch
+
 QWEN2_MOE = json.loads((TESTS / "architectures" / "qwen2_moe.json").read_text())
 GEMMA3 = {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
           "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 8, "vocab_size": 1024,
