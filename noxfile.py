@@ -71,6 +71,24 @@ def setups(session: nox.Session) -> None:
         session.run("memory-budget", "refresh", "--model", model)
 
 
+# The memory savers' rows (generator/savers.py), each beside the plain full fine-tunes the judging line is fitted on
+# (tests/test_savers_measured.py): about 9 minutes on a 2-core machine with native bf16.
+SAVER_ROWS = ("train-b4", "train-b8", "train-b16", "train-b8-cce", "train-b8-flce", "train-b8-bf16-flce",
+              "train-b8-offload", "train-b8-ckpt-offload", "train-b8-optbwd", "train-b8-padam8",
+              "train-b8-lora8-alllin", "train-b8-ckpt-lora8", "train-b8-ckpt-bf16-nf4-lora8",
+              "train-b8-ckpt-bf16-padam8-optbwd-cce")
+
+
+@nox.session
+def savers(session: nox.Session) -> None:
+    """Each memory saver measured once under glibc-tuned beside the plain rows, then `refresh` (predictions)."""
+    session.install(TORCH)
+    session.install("-e", ".[measure,cluster]", *STACK)
+    session.run("memory-budget", "measure", "--rows", *SAVER_ROWS, "--allocator", "glibc-tuned", "--repeats", "1",
+                *session.posargs, success_codes=[0, 1])
+    session.run("memory-budget", "refresh")
+
+
 # What a new release needs measured before its answers stand on their own: the article model's default matrix (the
 # rows the versions page sets beside the pinned release's, with the diff's verdict) and three rows of a second model,
 # so that the process model's band is judged out of sample (a model's rows predicted by a line fitted without them).

@@ -23,7 +23,10 @@ QUANTIZATIONS = {"nf4": "nf4"}  # id token -> the base's weight format (generato
 # QLoRA figures ran (generator/quantize.py, matmul_4bit_program).
 BITSANDBYTES_PROGRAMS = {"bnb042": "0.42"}
 BITSANDBYTES_TOKENS = {name: token for token, name in BITSANDBYTES_PROGRAMS.items()}
-OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit"}  # id token -> optimizer; torch's AdamW is the default
+# id token -> optimizer; torch's AdamW is the default. padam8: bitsandbytes' PagedAdamW8bit, whose moments of a
+# parameter of 100,000 elements or more live in CUDA's unified memory, outside the caching allocator (on a CPU
+# bitsandbytes falls back to AdamW8bit's buffers: the same bytes)
+OPTIMIZERS = {"adamw": "adamw", "adam8": "adamw8bit", "padam8": "paged_adamw8bit"}
 OPTIMIZER_TOKENS = {name: token for token, name in OPTIMIZERS.items()}
 DEFAULT_OPTIMIZER = "adamw"
 # How N data-parallel cards share a training row's state (simulated only; one machine cannot measure N cards).
@@ -32,6 +35,13 @@ DEFAULT_OPTIMIZER = "adamw"
 SHARDED_KINDS = {"ddp": (), "zero1": ("optimizer",), "zero2": ("optimizer", "gradients"),
                  "zero3": ("optimizer", "gradients", "weights"), "fsdp": ("optimizer", "gradients", "weights")}
 _SHARDING_TOKEN = re.compile(r"^(" + "|".join(SHARDED_KINDS) + r")x(\d+)$")
+# id token -> the training loss's program (generator/savers.py); "" is transformers' own: the whole logits, upcast
+# to fp32. cce: torchtune's CEWithChunkedOutputLoss (the head run on 8 chunks of the sequence, each upcast alone);
+# flce: Liger's fused linear cross-entropy (the head and the loss's gradient a block of tokens at a time, no
+# logits kept)
+LOSSES = {"cce": "chunked", "flce": "fused"}
+LOSS_TOKENS = {name: token for token, name in LOSSES.items()}
+LOSS_LABELS = {"chunked": "chunked cross-entropy (torchtune)", "fused": "fused linear cross-entropy (Liger)"}
 DEFAULT_LORA_RANK = 8
 DEFAULT_ALLOCATOR = "glibc"
 
@@ -57,10 +67,12 @@ class Coordinate:
     later: tuple[tuple[str, object], ...] = ()
 
 
-def _flag(field: str, token: str, name: str, label: str, time_factor: float = 1.0) -> Coordinate:
+def _flag(field: str, token: str, name: str, label: str, time_factor: float = 1.0,
+          later: bool = False) -> Coordinate:
     return Coordinate(field, name, (token,), lambda row: token if getattr(row, field) else "",
                       lambda part: {field: True} if part == token else None,
-                      lambda row, _: label if getattr(row, field) else "", time_factor)
+                      lambda row, _: label if getattr(row, field) else "", time_factor,
+                      later=((field, False),) if later else ())
 
 
 def _number(field: str, prefix: str, name: str, grammar: str) -> Coordinate:
@@ -73,10 +85,11 @@ def _number(field: str, prefix: str, name: str, grammar: str) -> Coordinate:
 
 
 def _named(field: str, names: dict[str, str], tokens: dict[str, str], default: str, name: str,
-           later: bool = False) -> Coordinate:
+           later: bool = False, phrases: dict[str, str] | None = None) -> Coordinate:
     return Coordinate(field, name, tuple(names), lambda row: tokens[getattr(row, field)]
                       if getattr(row, field) != default else "",
                       lambda part: {field: names[part]} if part in names else None,
+                      lambda row, _: (phrases or {}).get(getattr(row, field), ""),
                       values=tuple(dict.fromkeys((default, *names.values()))),
                       later=((field, default),) if later else ())
 
@@ -141,7 +154,16 @@ COORDINATES = (  # in the order a row id spells them, after its mode
                values=("", *BITSANDBYTES_PROGRAMS.values()), later=(("bitsandbytes", ""),)),
     Coordinate("lora_rank", "LoRA rank", ("lora<r>",), lambda row: f"lora{row.lora_rank}" if row.lora_rank else "",
                _lora, _lora_label, time_factor=0.75),
-    _named("optimizer", OPTIMIZERS, OPTIMIZER_TOKENS, DEFAULT_OPTIMIZER, "optimizer", later=True),
+    _flag("lora_all_linear", "alllin", "LoRA on all linear layers", "on all linear layers", later=True),
+    _named("optimizer", OPTIMIZERS, OPTIMIZER_TOKENS, DEFAULT_OPTIMIZER, "optimizer", later=True,
+           phrases={"paged_adamw8bit": "paged 8-bit AdamW (bitsandbytes)"}),
+    _flag("optimizer_in_backward", "optbwd", "optimizer in backward", "the optimizer step in backward", later=True),
+    Coordinate("loss", "loss", tuple(LOSSES), lambda row: LOSS_TOKENS[row.loss] if row.loss else "",
+               lambda part: {"loss": LOSSES[part]} if part in LOSSES else None,
+               lambda row, _: LOSS_LABELS[row.loss] if row.loss else "", values=("", *LOSSES.values()),
+               later=(("loss", ""),)),
+    _flag("offload", "offload", "activation offloading", "activations offloaded (torchtune)", time_factor=1.1,
+          later=True),
     Coordinate("sharding", "sharding", (f"<sharding>x<gpus> ({', '.join(SHARDED_KINDS)})",),
                lambda row: sharding_token(row.sharding, row.gpus) if row.sharding else "", _sharding,
                later=(("sharding", ""), ("gpus", 1))),
@@ -172,6 +194,16 @@ def id_parts(row: Any) -> list[str]:
 def labels(row: Any, lora_targets: str = "") -> list[str]:
     """The phrases of a row's label after its head, in the id's order."""
     return [text for coordinate in COORDINATES if (text := coordinate.label(row, lora_targets))]
+
+
+# The coordinates that are 2026's memory savers (generator/savers.py), and what each says where it is on
+SAVER_FIELDS = ("lora_all_linear", "optimizer_in_backward", "loss", "offload")
+
+
+def savers(row: Any) -> list[str]:
+    """The memory savers a row turns on, in words: the saver coordinates set, and paged state."""
+    found = [c.label(row, "") for c in COORDINATES if c.field in SAVER_FIELDS and getattr(row, c.field)]
+    return (["paged 8-bit AdamW (bitsandbytes)"] if row.optimizer == "paged_adamw8bit" else []) + found
 
 
 def time_factor(row: Any) -> float:

@@ -93,6 +93,13 @@ class RowSpec:
     optimizer: str = DEFAULT_OPTIMIZER  # "adamw" (torch's) | "adamw8bit" (bitsandbytes')
     sharding: str = ""  # a key of SHARDED_KINDS, or "": one card holds everything
     gpus: int = 1  # the cards that share the row's state; the batch is each card's own
+    # The memory savers of 2026's recipes (generator/savers.py): LoRA on every linear layer, each parameter's
+    # update as its gradient is made, the loss's program (coordinates.LOSSES), the saved activations moved off
+    # the device
+    lora_all_linear: bool = False
+    optimizer_in_backward: bool = False
+    loss: str = ""
+    offload: bool = False
 
     @property
     def id(self) -> str:
@@ -188,6 +195,7 @@ def check_row(row: RowSpec, text: str = "") -> None:
         raise RowError(f"row {name!r}: a 4-bit base and the optimizer only apply to training rows")
     if row.sharding and (row.mode != Mode.TRAIN or not 2 <= row.gpus <= MAX_GPUS):
         raise RowError(f"row {name!r}: sharding applies to training rows, on 2 to {MAX_GPUS} cards")
+    _check_savers(row, name)
     if row.quantization and not row.lora_rank:
         raise RowError(f"row {name!r}: a 4-bit base is frozen, so it trains through LoRA: add lora<r> (QLoRA)")
     if row.bitsandbytes and not row.quantization:
@@ -209,6 +217,18 @@ def check_row(row: RowSpec, text: str = "") -> None:
         raise RowError(f"row {name!r}: {row.tokens_per_step} tokens per step is more than {MAX_TOKENS_PER_STEP}")
     if row.lora_rank < 0 or row.lora_rank > 1024:
         raise RowError(f"row {name!r}: LoRA rank must be between 1 and 1024")
+
+
+def _check_savers(row: RowSpec, name: str) -> None:
+    """Refuse savers that need what the row does not do: a loss, LoRA, one card."""
+    if row.mode != Mode.TRAIN and (row.loss or row.offload or row.optimizer_in_backward or row.lora_all_linear):
+        raise RowError(f"row {name!r}: the loss's program, offloading and the optimizer in backward only apply "
+                       "to training rows")
+    if row.lora_all_linear and not row.lora_rank:
+        raise RowError(f"row {name!r}: alllin names LoRA's targets: add lora<r>")
+    if row.sharding and (row.offload or row.optimizer_in_backward or row.optimizer == "paged_adamw8bit"):
+        raise RowError(f"row {name!r}: offloading, paged state and the optimizer in backward are simulated on "
+                       "one card only; drop the sharding")
 
 
 # The default matrix, in the order it runs: the slow 16-bit row goes last so the quick rows land first.

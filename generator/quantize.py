@@ -30,12 +30,22 @@ logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
 NF4_BLOCKSIZE = 64
 SKIPPED_MODULES = ("lm_head",)  # the output head stays in the model's dtype (transformers' get_keys_to_not_convert)
 LEARNING_RATE = 1e-4
+EIGHT_BIT_OPTIMIZERS = ("adamw8bit", "paged_adamw8bit")  # coordinates.OPTIMIZERS that bitsandbytes runs
 DEFERRED_BOUND = 0.02 * 3**0.5  # a deferred weight's uniform draw: the usual initializer range's standard deviation
 
 
 def uses_bitsandbytes(row: "RowSpec") -> bool:
     """Whether a row runs bitsandbytes: a 4-bit base, or its 8-bit AdamW."""
-    return bool(row.quantization) or row.optimizer == "adamw8bit"
+    return bool(row.quantization) or row.optimizer in EIGHT_BIT_OPTIMIZERS
+
+
+def checkpointed_four_bit(row: "RowSpec") -> bool:
+    """A 4-bit base under gradient checkpointing: its trace does not extend by depth (predict/small_depths.py),
+    so it is simulated at full depth. On SmolLM2's 30 layers, the frees after the first layer's recompute come in
+    another order than the small depths' trace extends to (a 4-byte storage, bitsandbytes' scalar, freed before two
+    of the layer's 73,728-byte activations instead of after): the same peaks and reserves, not the same trace, and
+    the fast path must give the trace itself (tests/test_depth.py)."""
+    return bool(row.quantization) and row.gradient_checkpointing
 
 
 def import_bitsandbytes() -> Any:
@@ -183,9 +193,16 @@ def matmul_4bit_program(row: "RowSpec") -> Iterator[None]:
         functions.MatMul4Bit = installed
 
 
-def adamw_8bit(parameters: list[Any]) -> Any:
-    """bitsandbytes' 8-bit AdamW, at the learning rate of the fp32 AdamW rows."""
-    return import_bitsandbytes().optim.AdamW8bit(parameters, lr=LEARNING_RATE)
+def adamw_8bit(parameters: list[Any], paged: bool = False) -> Any:
+    """bitsandbytes' 8-bit AdamW, paged or not, at the learning rate of the fp32 AdamW rows. On a CPU the paged
+    one makes its state as AdamW8bit does, and says so once as its first step runs: the row's id says it already,
+    so the note is marked given."""
+    optim = import_bitsandbytes().optim
+    if not paged:
+        return optim.AdamW8bit(parameters, lr=LEARNING_RATE)
+    optimizer = optim.PagedAdamW8bit(parameters, lr=LEARNING_RATE)
+    optimizer._cpu_paged_warned = True  # bitsandbytes' own flag for "Paged optimizers are not supported on CPU"
+    return optimizer
 
 
 def parameter_count(parameter: Any) -> int:
@@ -252,7 +269,7 @@ def bitsandbytes_cpu_updates(row: "RowSpec") -> Iterator[None]:
     For 8-bit AdamW rows the operators are called as their CPU kernels directly, so every temporary is an
     operator of its own, on real tensors and on fake ones alike. CUDA's kernels are fused and hold none of it:
     on a GPU this part of an 8-bit row's answer is the CPU's program, and errs on the safe side."""
-    if row.optimizer != "adamw8bit":
+    if row.optimizer not in EIGHT_BIT_OPTIMIZERS:
         yield
         return
     import torch

@@ -33,6 +33,16 @@ class Prepared:
     # the step's autocast, given whether it is on; None: torch's own for the batch's device. The simulation of a
     # GPU's program gives CUDA's here (generator/predict/cuda_program.py).
     autocast: Callable[[bool], Any] | None = None
+    loss: str = ""  # the loss's program (coordinates.LOSSES); "" is transformers' own
+    offload: bool = False  # the decoder's saved activations offloaded to the host (generator/savers.py)
+    # where the simulation runs a GPU's program on the CPU's fake tensors, the context host memory is made in
+    # (the host copies of offloading, the paged optimizer state); None where the batch's device is the device
+    host: Callable[[], Any] | None = None
+
+    @property
+    def cuda(self) -> bool:
+        """Whether the steps run CUDA's program: on a CUDA device, or simulated for one."""
+        return self.host is not None or self.batch.device.type == "cuda"
 
 
 # Architectures peft names no default for, with the attention projections LoRA usually adapts in them:
@@ -57,9 +67,11 @@ def with_lora(model: Any, row: RowSpec, targets: tuple[str, ...] = ()) -> tuple[
     """The model with LoRA adapters of the row's rank on the targets given, else the architecture's defaults."""
     import peft
 
-    targets = targets or default_lora_targets(model.config.model_type)
+    if row.lora_all_linear and targets:
+        raise LoraTargetError("alllin names LoRA's targets (every linear layer but the head): drop --lora-targets")
+    targets = targets or (() if row.lora_all_linear else default_lora_targets(model.config.model_type))
     config = peft.LoraConfig(r=row.lora_rank, lora_alpha=2 * row.lora_rank, lora_dropout=0.0,
-                             target_modules=list(targets), task_type="CAUSAL_LM")
+                             target_modules=list(targets) or "all-linear", task_type="CAUSAL_LM")
     with warnings.catch_warnings():  # library notes that are not the user's business, silenced here only:
         # peft reads transformers' deprecated is_gradient_checkpointing, and sets fan_in_fan_out itself for
         # GPT-2's Conv1D layers (the right setting, which it announces on every LoRA row)
@@ -67,7 +79,12 @@ def with_lora(model: Any, row: RowSpec, targets: tuple[str, ...] = ()) -> tuple[
         warnings.filterwarnings("ignore", message=".*fan_in_fan_out.*", category=UserWarning)
         # and, where a target is a tied head (Gemma's lm_head), that merging such an adapter needs care
         warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*", category=UserWarning)
-        return peft.get_peft_model(model, config), targets
+        # and, resolving all-linear on a fused MLP (Phi-3's gate_up_proj), that its own patterns matched nothing
+        warnings.filterwarnings("ignore", message=".*did not match any targeted module.*", category=RuntimeWarning)
+        model = peft.get_peft_model(model, config)
+    # all-linear resolves to each module's path; its name is what a row's targets say (q_proj, not layers.0.q_proj)
+    return model, targets or tuple(sorted({name.rsplit(".", 1)[-1]
+                                           for name in model.peft_config["default"].target_modules}))
 
 
 def enable_checkpointing(model: Any) -> None:
@@ -82,13 +99,22 @@ def enable_checkpointing(model: Any) -> None:
 
 
 def make_optimizer(row: RowSpec, parameters: list[Any]) -> Any:
-    """The row's optimizer over the parameters that train: torch's AdamW, or bitsandbytes' 8-bit AdamW."""
+    """The row's optimizer over the parameters that train: torch's AdamW, or bitsandbytes' 8-bit AdamW, paged
+    or not; with the optimizer in backward, one of them per parameter (generator/savers.py)."""
+    from generator.savers import InBackward
+
+    if row.optimizer_in_backward:
+        return InBackward(lambda one: _optimizer(row, one), parameters)
+    return _optimizer(row, parameters)
+
+
+def _optimizer(row: RowSpec, parameters: list[Any]) -> Any:
     import torch
 
-    from generator.quantize import LEARNING_RATE, adamw_8bit
+    from generator.quantize import EIGHT_BIT_OPTIMIZERS, LEARNING_RATE, adamw_8bit
 
-    if row.optimizer == "adamw8bit":
-        return adamw_8bit(parameters)
+    if row.optimizer in EIGHT_BIT_OPTIMIZERS:
+        return adamw_8bit(parameters, paged=row.optimizer == "paged_adamw8bit")
     return torch.optim.AdamW(parameters, lr=LEARNING_RATE)
 
 
@@ -127,7 +153,8 @@ def prepare(model: Any, row: RowSpec, device: str = "cpu", lora_targets: tuple[s
         model.train()
         optimizer = make_optimizer(row, [p for p in model.parameters() if p.requires_grad])
     batch = torch.randint(0, model.config.vocab_size, (row.batch_size, row.seq_len), device=device)
-    return Prepared(model=model, optimizer=optimizer, batch=batch, lora_targets=targets)
+    return Prepared(model=model, optimizer=optimizer, batch=batch, lora_targets=targets, loss=row.loss,
+                    offload=row.offload)
 
 
 def _autocast(prepared: Prepared, enabled: bool) -> Any:
@@ -142,8 +169,13 @@ def _autocast(prepared: Prepared, enabled: bool) -> Any:
 def train_step(prepared: Prepared, step: int, on_phase: PhaseCallback, amp: bool = False) -> None:
     """One full optimizer step. Step 1 is split into phases; later steps are one phase each."""
     on_phase("forward" if step == 1 else f"step{step}")
+    if hasattr(prepared.optimizer, "attach"):  # the optimizer in backward's hooks, after any already on
+        prepared.optimizer.attach()
     with _autocast(prepared, amp):
-        loss = prepared.model(input_ids=prepared.batch, labels=prepared.batch).loss
+        if prepared.loss or prepared.offload:
+            loss = _saver_loss(prepared)
+        else:
+            loss = prepared.model(input_ids=prepared.batch, labels=prepared.batch).loss
     if step == 1:
         on_phase("backward")
     loss.backward()
@@ -151,6 +183,25 @@ def train_step(prepared: Prepared, step: int, on_phase: PhaseCallback, amp: bool
         on_phase("optimizer")
     prepared.optimizer.step()
     prepared.optimizer.zero_grad(set_to_none=False)
+
+
+def _saver_loss(prepared: Prepared) -> Any:
+    """The loss as torchtune's recipes take it: the decoder's forward (its saved activations offloaded where the
+    row says), then the head and the loss's program outside it (generator/savers.py)."""
+    import contextlib
+
+    from generator import savers
+
+    model = prepared.model.get_base_model() if hasattr(prepared.model, "get_base_model") else prepared.model
+    head, batch = model.get_output_embeddings(), prepared.batch
+    offloading = savers.Offloaded(prepared.host).hooks if prepared.offload else contextlib.nullcontext()
+    with offloading:
+        hidden = model.base_model(input_ids=batch).last_hidden_state
+    if prepared.loss == "chunked":
+        return savers.chunked_cross_entropy(head, hidden, batch)
+    if prepared.loss == "fused":
+        return savers.fused_linear_cross_entropy(head, hidden, batch, prepared.cuda)
+    return model.loss_function(logits=head(hidden), labels=batch, vocab_size=model.config.vocab_size)
 
 
 def inference_pass(prepared: Prepared, step: int, on_phase: PhaseCallback) -> None:

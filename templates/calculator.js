@@ -88,10 +88,16 @@
     var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));
     var batch = largestBatch(peak, usable, limit);
     if (target === "gpu") { batch = onSimulated(curve, peak, batch, usable); }  // a reserve is not convex
-    var shown = batch > 0n ? batch : 1n;
+    var shown = batch > 0n ? batch : 1n, last = BigInt(curve.batches[curve.batches.length - 1]);
     var text = batch === 0n
       ? "does not fit: " + gibAbove(peak(shown), usable).replace(/ GiB$/, "") + " > " + gib(usable, 1)
       : "batch " + batch + " (" + gib(peak(shown), 1) + ")";
+    if (batch === limit) { text += ", the largest batch the tool simulates at this length"; }
+    if (batch > 0n && batch >= last && last < limit) {  // past the simulated curve: no answer read from it
+      text = "beyond the simulated curve (its largest batch, " + last + ", takes " + gib(peak(last), 1) +
+        "): ask memory-budget fit --budget for this budget";
+      batch = 0n;
+    }
     return {batch: batch, bytes: peak(shown), usable: usable, text: text};
   }
 
@@ -131,7 +137,6 @@
     return typed >= data.typed[0] && typed <= data.typed[1] ? BigInt(Math.round(typed * 1073741824)) : null;
   }
   function update() {
-    $("calc-typed-label").hidden = $("calc-card").value !== "typed";
     var curve = data.curves.filter(function (c) {
       return c.model === $("calc-model").value && c.kind === $("calc-kind").value &&
         String(c.seq) === $("calc-seq").value;
@@ -166,6 +171,10 @@
   fillKinds();
   $("calc-model").addEventListener("change", function () { fillLengths(); fillKinds(); update(); });
   $("calc-seq").addEventListener("change", function () { fillKinds(); update(); });
+  $("calc-card").addEventListener("change", function () {  // a card listed: its size in the box too
+    if ($("calc-card").value !== "typed") { $("calc-typed").value = $("calc-card").value; }
+  });
+  $("calc-typed").addEventListener("input", function () { $("calc-card").value = "typed"; });  // typed: the box rules
   ["calc-kind", "calc-card", "calc-target", "calc-typed"].forEach(function (id) {
     $(id).addEventListener("input", update);
     $(id).addEventListener("change", update);

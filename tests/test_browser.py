@@ -376,6 +376,28 @@ def test_the_calculator_answers_as_the_tables_and_python_do(browser, server: str
     page.close()
 
 
+def test_typing_a_budget_changes_the_answer_whatever_card_was_picked(browser, server: str) -> None:
+    """The GiB box is always there and always read: typing into it after picking a card answers the typed budget
+    (the card list turns to "another size…"), and picking a card again puts that card's size in the box."""
+    page, _ = _open(browser, f"{server}/fit.html", 390)
+    page.select_option("#calc-card", "24")
+    before = page.locator("#calc-answer").get_attribute("data-text")
+    assert page.locator("#calc-typed").is_visible() and page.input_value("#calc-typed") == "24"
+    page.fill("#calc-typed", "7.5")
+    assert page.input_value("#calc-card") == "typed"
+    assert int(page.locator("#calc-answer").get_attribute("data-budget")) == round(7.5 * 2**30)
+    assert page.locator("#calc-answer").get_attribute("data-text") != before
+    page.select_option("#calc-card", "80")
+    assert page.input_value("#calc-typed") == "80"
+    assert int(page.locator("#calc-answer").get_attribute("data-budget")) == 80 * 2**30
+    page.select_option("#calc-kind", "full training")
+    page.fill("#calc-typed", "4000")  # past every simulated batch of a curve that stops short of the batch limit
+    answer = page.locator("#calc-answer")
+    assert "beyond the simulated curve" in answer.get_attribute("data-text")
+    assert answer.get_attribute("data-batch") == "0"
+    page.close()
+
+
 CALCULATOR_MODEL = REPO / "tests" / "calculator-llama.json"  # 2 layers of hidden 2048: answers between doublings
 CALCULATOR_CARDS = (8, 24, 80)
 

@@ -158,8 +158,12 @@ def test_a_does_not_fit_cell_shows_the_budget_it_was_judged_against() -> None:
     answer = FitAnswer(kind="k", row="r", batch=0, predicted_bytes=round(21.64 * gib), next_bytes=0,
                        usable_bytes=round(21.6 * gib), simulations=1)
     assert cell(answer) == "does not fit: 21.64 > 21.6 GiB"  # two decimals: it must read more
-    assert cell(FitAnswer(kind="k", row="r", batch=3, predicted_bytes=20 * gib, next_bytes=0,
+    assert cell(FitAnswer(kind="k", row="r", batch=3, predicted_bytes=20 * gib, next_bytes=22 * gib,
                           usable_bytes=21 * gib, simulations=1)) == "batch 3 (20.0 GiB)"
+    # a search stopped at the tool's batch limit says so: it is not an answer the budget gave
+    assert cell(FitAnswer(kind="k", row="r", batch=1024, predicted_bytes=20 * gib, next_bytes=0,
+                          usable_bytes=21 * gib, simulations=1)) == ("batch 1024 (20.0 GiB), the largest batch the "
+                                                                     "tool simulates at this length")
 
 
 def test_small_spreads_keep_a_decimal() -> None:

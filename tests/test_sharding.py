@@ -188,10 +188,13 @@ def test_a_result_file_with_coordinates_no_machine_measured_is_refused(key: str,
 
 def test_fit_leaves_out_the_setups_whose_library_is_missing_and_says_so(monkeypatch, capsys) -> None:
     import generator.cli.sharding as checks
-    from generator.answers.setups import KINDS
+    from generator.answers.setups import KINDS, SETUPS
 
     monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "bitsandbytes" else object())
     kinds = checks.kinds_here()
-    assert "QLoRA" not in kinds and "mixed precision, 8-bit AdamW" not in kinds and len(kinds) == len(KINDS) - 2
+    needing = [setup.name for setup in SETUPS if setup.library == "bitsandbytes"]
+    assert set(needing) == {"QLoRA", "mixed precision, 8-bit AdamW", "QLoRA + checkpointing",
+                            "memory-saver full fine-tune"}
+    assert not set(needing) & set(kinds) and len(kinds) == len(KINDS) - len(needing)
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2 and all("bitsandbytes is not installed" in line for line in lines)
+    assert len(lines) == len(needing) and all("bitsandbytes is not installed" in line for line in lines)

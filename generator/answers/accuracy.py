@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from generator.budget import ProcessModel, process_model
+from generator.matrix import Mode, RowSpec
 from generator.store.records import RowResult
 
 WITHIN = 0.05  # the error the pages count rows within
@@ -106,3 +107,29 @@ def accuracy(results: list[RowResult], allocator: str) -> Accuracy | None:
     """The allocator's judged rows and band; None where it has no predicted rows."""
     rows = judged_rows(results, allocator)
     return Accuracy(allocator, rows, band(rows)) if rows else None
+
+
+
+def _plain(row: RowSpec) -> bool:
+    """A full fine-tune with nothing turned on: fp32, torch's AdamW, no checkpointing, LoRA or saver."""
+    return row == RowSpec(Mode.TRAIN, row.batch_size, row.seq_len, allocator=row.allocator)
+
+
+def judged_on_plain_rows(results: list[RowResult], allocator: str) -> tuple[Judged, ...]:
+    """Each finished, predicted training row of the allocator that is not a plain full fine-tune (a memory saver,
+    coordinates.savers; LoRA or QLoRA with checkpointing), predicted by the process model fitted on the same
+    results' plain full fine-tunes only (never the judged rows): its out-of-sample figure. Nothing where fewer
+    than three plain rows were measured."""
+    rows = [r for r in results if r.prediction is not None and r.finished and r.row.allocator == allocator
+            and r.row.mode == Mode.TRAIN]
+    fitted = process_model(_pairs([r for r in rows if _plain(r.row)]), f"{allocator}, plain full fine-tunes")
+    if fitted.source.startswith("no overhead"):
+        return ()
+    judged = []
+    for r in sorted((r for r in rows if not _plain(r.row)), key=lambda r: (r.model.name, r.row.id)):
+        tensor, expected = r.prediction.tensor_peak_bytes, fitted.expected(r.prediction.tensor_peak_bytes)  # type: ignore[union-attr]
+        judged.append(Judged(
+            model=r.model.name, row=r.row.id, allocator=allocator, tensor_bytes=tensor,
+            measured_bytes=r.summary.net_peak_bytes, low_bytes=r.summary.net_peak_min_bytes,
+            high_bytes=r.summary.net_peak_max_bytes, in_sample_bytes=expected, out_of_sample_bytes=expected))
+    return tuple(judged)

@@ -5,9 +5,11 @@ set-ups people run on a GPU (listed first) or one the measured matrix covers on 
 `fit`, the fit page, its legend and the article's first screen all read this one declaration, so renaming or
 adding a set-up is one line here."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from generator.matrix import Mode, parse_row, sharding_token
+from generator.coordinates import LOSSES, OPTIMIZER_TOKENS, PartError, labels, parse_part
+from generator.matrix import Mode, RowSpec, parse_row, sharding_token
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,19 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
     Setup("mixed precision, 8-bit AdamW", "train-b{b}-s{s}-amp-adam8",
           "fp32 weights and gradients, bitsandbytes' AdamW8bit (a byte a moment plus fp32 scales per 256), "
           "bf16 autocast", library="bitsandbytes"),
+    Setup("LoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-lora8",
+          "rank-8 adapters on a bf16 base (peft's default targets), AdamW on the adapters, activations "
+          "recomputed in backward"),
+    Setup("QLoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-nf4-lora8",
+          "a 4-bit NF4 base (bitsandbytes, bf16 compute), rank-8 adapters on peft's default targets, AdamW on the "
+          "adapters, activations recomputed in backward", library="bitsandbytes"),
+    Setup("LoRA on all linear layers", "train-b{b}-s{s}-ckpt-bf16-lora8-alllin",
+          "rank-8 adapters on every linear layer but the head (peft's all-linear) of a bf16 base, AdamW on the "
+          "adapters, activations recomputed in backward"),
+    Setup("memory-saver full fine-tune", "train-b{b}-s{s}-ckpt-bf16-padam8-optbwd-cce",
+          "torchtune's single-device full recipe: bf16 weights and gradients, bitsandbytes' PagedAdamW8bit (its "
+          "state in unified memory, reported apart) stepped in backward, chunked cross-entropy, activations "
+          "recomputed in backward", library="bitsandbytes"),
     Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
     Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
           first_screen=True),
@@ -48,8 +63,11 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
 # fit: generation's decode path runs each small depth twice, QLoRA imports bitsandbytes and quantizes its base), and
 # inference, the shortest, last, so that the workers finish together. Only the wall time depends on it: each
 # set-up is searched on its own, and the answers are given in SETUPS' order.
-START_ORDER = ("generation", "QLoRA", "mixed-precision training", "gradient checkpointing", "LoRA on a bf16 base",
-               "LoRA", "full training", "16-bit training", "mixed precision, 8-bit AdamW", "inference")
+START_ORDER = ("generation", "QLoRA", "QLoRA + checkpointing", "memory-saver full fine-tune",
+               "mixed-precision training", "gradient checkpointing", "LoRA on all linear layers",
+               "LoRA + checkpointing",
+               "LoRA on a bf16 base", "LoRA", "full training", "16-bit training", "mixed precision, 8-bit AdamW",
+               "inference")
 BY_NAME = {setup.name: setup for setup in SETUPS}
 KINDS = {setup.name: setup.row for setup in SETUPS}  # name -> row template, in the order answers are given
 RECIPES = {setup.name: setup.recipe for setup in SETUPS}
@@ -60,11 +78,51 @@ SHARDING_NAMES = {"ddp": "DDP (nothing sharded)", "zero1": "ZeRO-1 (optimizer st
                   "fsdp": "FSDP (optimizer state, gradients and weights)"}
 
 
-def row_template(name: str, sharding: tuple[str, int] | None = None) -> str:
-    """The row that answers a set-up, {b} the batch and {s} the length; with sharding (a key of
-    matrix.SHARDED_KINDS and a number of GPUs), a training row's per-card row (inference and generation run
-    whole on each card)."""
+# The tokens `fit --with` adds to every training set-up: the memory savers, checkpointing and the 8-bit optimizers
+WITH_TOKENS = ("ckpt", *LOSSES, "offload", "optbwd", OPTIMIZER_TOKENS["adamw8bit"], OPTIMIZER_TOKENS["paged_adamw8bit"],
+               "alllin")
+
+
+def row_template(name: str, sharding: tuple[str, int] | None = None, extra: tuple[str, ...] = ()) -> str:
+    """The row that answers a set-up, {b} the batch and {s} the length; for a training set-up, with the
+    ``extra`` tokens (WITH_TOKENS) each in place of the set-up's own for the same coordinate, and with sharding
+    (a key of matrix.SHARDED_KINDS and a number of GPUs) its per-card row (inference and generation run whole on
+    each card, as they are)."""
     template = KINDS[name]
-    if sharding is None or parse_row(template.format(b=1, s=1)).mode != Mode.TRAIN:
+    if parse_row(template.format(b=1, s=1)).mode != Mode.TRAIN:
+        return template
+    template = with_tokens(template, extra)
+    if sharding is None:
         return template
     return f"{template}-{sharding_token(*sharding)}"  # the sharding token is a row's last, before cap and allocator
+
+
+def with_words(tokens: tuple[str, ...]) -> list[str]:
+    """What `fit --with` tokens turn on, in words (a LoRA row's phrases, less those of the row without them)."""
+    base = RowSpec(Mode.TRAIN, 1, 1, lora_rank=8)
+    before = set(labels(base))
+    words = []
+    for token in tokens:
+        fields: dict[str, Any] = parse_part(token) or {}
+        found = [text for text in labels(replace(base, **fields)) if text not in before]
+        words += found or ["8-bit AdamW (bitsandbytes)" if token == OPTIMIZER_TOKENS["adamw8bit"] else token]
+    return words
+
+
+def with_tokens(template: str, tokens: tuple[str, ...]) -> str:
+    """A row template with each token added, in place of any part that sets the same coordinate."""
+    parts = template.split("-")
+    for token in tokens:
+        fields = set(_fields(token))
+        parts = [part for part in parts if not fields & set(_fields(part))] + [token]
+    return "-".join(parts)
+
+
+def _fields(part: str) -> dict[str, object]:
+    """The fields a template's part sets ({} for its mode, batch and length, which carry no value yet)."""
+    if "{" in part:
+        return {}
+    try:
+        return parse_part(part) or {}
+    except PartError:
+        return {}

@@ -3,6 +3,7 @@ cap where one was given) and the model, its lengths within its positions and its
 
 import argparse
 
+from generator.cli.errors import UsageError
 from generator.matrix import DEFAULT_ROWS, Mode, RowError, RowSpec, select_rows
 
 
@@ -28,5 +29,8 @@ def resolved_model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> M
     check_lengths(source, [row.positions for row in rows if row.mode != Mode.BASELINE])
     if not args.lora_targets:
         return source
+    if any(row.lora_all_linear for row in rows) or "alllin" in getattr(args, "with_tokens", ()):
+        raise UsageError("--lora-targets with alllin: alllin names LoRA's targets (every linear layer but the "
+                         "head); drop one of them")
     check_lora_targets(source, args.lora_targets)
     return replace(source, lora_targets=args.lora_targets)

@@ -248,10 +248,11 @@ def run_fit(args: argparse.Namespace) -> int:
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target, collect_environment())
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
     answers = fit(Predictor(source, model, target=args.target, sharding=sharding,
-                            qlora_ppm=qlora_ppm(args.measurements, args.target)), args.seq, args.budget,
-                  args.margin, kinds=kinds_here(), workers=workers)
+                            qlora_ppm=qlora_ppm(args.measurements, args.target), extra=args.with_tokens),
+                  args.seq, args.budget, args.margin, kinds=kinds_here(), workers=workers)
     render = render_json if args.format == "json" else render_text
-    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target, sharding))
+    sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target, sharding,
+                            args.with_tokens))
     if args.confirm:
         sys.stdout.write(confirm(answers, source, args.measurements, args.budget))
     return EXIT_FAILED_ROWS if any(answer.error for answer in answers) else 0

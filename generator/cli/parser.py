@@ -5,6 +5,7 @@ import argparse
 import re
 from pathlib import Path
 
+from generator.answers.setups import WITH_TOKENS
 from generator.cli.errors import UsageError
 from generator.cli.gpu_kit import add_parser as _gpu
 from generator.cli.published import add_parser as _published
@@ -67,6 +68,15 @@ def module_names(text: str) -> tuple[str, ...]:
     if not names or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name) for name in names):
         raise argparse.ArgumentTypeError(f"not a list of module names: {text!r} (try q_proj,v_proj)")
     return names
+
+
+def with_tokens(text: str) -> tuple[str, ...]:
+    """'flce,offload': row tokens `fit --with` adds to each training set-up, each one of WITH_TOKENS, once."""
+    tokens = tuple(token for token in re.split(r"[,\s]+", text.strip()) if token)
+    wrong = [token for token in tokens if token not in WITH_TOKENS]
+    if not tokens or wrong or len(set(tokens)) != len(tokens):
+        raise argparse.ArgumentTypeError(f"not a list of distinct tokens of {', '.join(WITH_TOKENS)}: {text!r}")
+    return tokens
 
 
 def percentage(text: str) -> float:
@@ -228,6 +238,9 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit.add_argument("--sharding", choices=tuple(SHARDED_KINDS), default=None,
                      help="what the GPUs shard: ddp nothing, zero1 the optimizer state, zero2 also the gradients, "
                           "zero3 and fsdp also the weights (default with --gpus: fsdp)")
+    fit.add_argument("--with", dest="with_tokens", type=with_tokens, metavar="TOKENS", default=(),
+                     help="row tokens added to every training set-up, in place of its own for the same coordinate: "
+                          f"{', '.join(WITH_TOKENS)} (e.g. --with flce,offload)")
     fit.add_argument("--format", choices=("text", "json"), default="text")
     fit.add_argument("--jobs", type=positive_int, metavar="N",
                      help="simulations run side by side, one process each (default: this machine's cores); "

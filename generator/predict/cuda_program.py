@@ -27,7 +27,13 @@ from PyTorch's or bitsandbytes' own source, and everything else runs as it does 
    updates every parameter at once, so its temporaries are those of every parameter together
    (``adam.py`` ``_multi_tensor_adam``: ``torch._foreach_sqrt(exp_avg_sqs)``), where the CPU's loop holds one
    parameter's at a time. What an update makes counts as optimizer state (``foreach_updates``), so a card of a
-   sharded row, which updates its own shard, holds its share of them."""
+   sharded row, which updates its own shard, holds its share of them.
+
+Two things a GPU's program keeps in host memory, where the CPU's keeps them with everything else, are made as
+host storages (``host_memory``), counted apart from the device's peak and never replayed through the caching
+allocator: the copies that activation offloading makes (generator/savers.py), and the moments of bitsandbytes'
+paged optimizers for a parameter of 100,000 elements or more (``optim/optimizer.py`` ``get_state_buffer``:
+``F.get_paged``, CUDA's unified memory, which ``max_memory_allocated`` does not count; ``paged_state``)."""
 
 import contextlib
 from collections import Counter
@@ -225,13 +231,47 @@ def cuda_autocast(enabled: bool) -> Iterator[None]:
 
 def foreach_updates(optimizer: Any, tracker: Any) -> None:
     """torch's AdamW as CUDA runs it (the module's decision 4): its foreach update, with what an update makes
-    counted as optimizer state (``tracker``: the simulation's StorageTracker). bitsandbytes' optimizer is left as
-    it is (decision 3)."""
+    counted as optimizer state (``tracker``: the simulation's StorageTracker), for each optimizer of the row (one
+    per parameter with the optimizer in backward). bitsandbytes' optimizer is left as it is (decision 3), but
+    for its paged state (``paged_state``)."""
     import torch
 
-    if optimizer is None or not isinstance(optimizer, torch.optim.AdamW):
+    from generator.savers import each_optimizer
+
+    for one in each_optimizer(optimizer):
+        if not isinstance(one, torch.optim.AdamW):
+            paged_state(one, tracker)
+            continue
+        for group in one.param_groups:
+            group["foreach"] = True
+        one.register_step_pre_hook(lambda *_: setattr(tracker, "making", "optimizer"))
+        one.register_step_post_hook(lambda *_: setattr(tracker, "making", "activations"))
+
+
+@contextlib.contextmanager
+def host_memory(tracker: Any) -> Iterator[None]:
+    """What is made inside is host memory (the tracker's HOST kind)."""
+    from generator.predict.tracker import HOST
+
+    before, tracker.making = tracker.making, HOST
+    try:
+        yield
+    finally:
+        tracker.making = before
+
+
+def paged_state(optimizer: Any, tracker: Any) -> None:
+    """A paged bitsandbytes optimizer's moments as CUDA keeps them: in unified memory, host memory here, for a
+    parameter of 100,000 elements or more (get_state_buffer's rule); the rest on the device."""
+    import torch
+
+    if not getattr(optimizer, "is_paged", False):
         return
-    for group in optimizer.param_groups:
-        group["foreach"] = True
-    optimizer.register_step_pre_hook(lambda *_: setattr(tracker, "making", "optimizer"))
-    optimizer.register_step_post_hook(lambda *_: setattr(tracker, "making", "activations"))
+
+    def get_state_buffer(p: Any, dtype: Any = torch.float32) -> Any:
+        if p.numel() < 1e5:
+            return torch.zeros_like(p, dtype=dtype, device=p.device)
+        with host_memory(tracker):
+            return torch.zeros_like(p, dtype=dtype, device=p.device)
+
+    optimizer.get_state_buffer = get_state_buffer

@@ -11,7 +11,7 @@ from typing import Any
 
 from generator.matrix import RowSpec
 from generator.model_source import ModelSource, dtype_argument, from_config
-from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates
+from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates, host_memory
 from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
 from generator.predict.fake_mode import tracking_fake_mode
 from generator.predict.sharding import share, whole_units
@@ -44,7 +44,7 @@ def _watch(tracker: StorageTracker, prepared: Prepared) -> None:
                 for value in state.values():  # the two moments; the scalar step counters stay in the rest
                     if hasattr(value, "untyped_storage") and value.dim() > 0:
                         tracker.classify(value, "optimizer")
-        prepared.optimizer.register_step_post_hook(state_made)
+        prepared.optimizer.register_step_post_hook(state_made)  # each one's, with the optimizer in backward
 
 
 def _has_experts(model: Any) -> bool:
@@ -91,6 +91,7 @@ def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None
     prepared.autocast = cuda_autocast if program.autocast else None
     if program.cuda_updates:
         foreach_updates(prepared.optimizer, tracker)
+        prepared.host = lambda: host_memory(tracker)
     with (fake, contextlib.nullcontext() if program.cuda_updates else bitsandbytes_cpu_updates(row), fake.tracking_on(),
           experts_fake_friendly(row.dtype) as rerouted, sequences_unpacked(), bitsandbytes_fake_friendly(row, fake),
           cuda_sdpa_mode() if program.sdpa else contextlib.nullcontext()):

@@ -49,28 +49,30 @@ class Predictor:
     """Expected peaks of one model's rows, each simulated once, for a CPU process or a GPU; with sharding (a
     key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row. The simulator is
     the target's program (target_program) unless another is given. On a GPU a 4-bit row's reserve carries
-    ``qlora_ppm``, QLoRA's allowance from the published peaks (answers/published.py suite_allowance)."""
+    ``qlora_ppm``, QLoRA's allowance from the published peaks (answers/published.py suite_allowance); ``extra``:
+    the tokens `fit --with` adds to each training set-up."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
                  simulator: Callable[[RowSpec, ModelSource], object] | None = None, target: str = "cpu",
-                 sharding: tuple[str, int] | None = None, qlora_ppm: int = PPM) -> None:
+                 sharding: tuple[str, int] | None = None, qlora_ppm: int = PPM, extra: tuple[str, ...] = ()) -> None:
         self.source, self.model, self.target = source, model, target
         self.simulator = simulator or target_program(target)
-        self.sharding, self.qlora_ppm = sharding, qlora_ppm
+        self.sharding, self.qlora_ppm, self.extra = sharding, qlora_ppm, extra
         self.cache: dict[str, int] = {}
         self.parameters = 0  # the base model's, as the first simulation counted them
 
     def fresh(self) -> "Predictor":
         """A predictor like this one, with nothing simulated yet."""
-        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding, self.qlora_ppm)
+        return Predictor(self.source, self.model, self.simulator, self.target, self.sharding, self.qlora_ppm,
+                         self.extra)
 
     def allowance(self, row: RowSpec) -> int:
         """The allowance on a row's simulated reserve, per million: QLoRA's on a GPU, else none."""
         return row_ppm(row.id, self.qlora_ppm) if self.target.startswith("gpu") else PPM
 
     def template(self, kind: str) -> str:
-        """The row that answers a set-up, sharded as asked (answers/setups.py)."""
-        return row_template(kind, self.sharding)
+        """The row that answers a set-up, with the tokens asked and sharded as asked (answers/setups.py)."""
+        return row_template(kind, self.sharding, self.extra)
 
     def peak(self, row_id: str) -> int:
         """The expected peak of a row, net of imports."""

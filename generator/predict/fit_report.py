@@ -6,7 +6,7 @@ from importlib import metadata
 
 from generator.answers.fit import FitAnswer
 from generator.answers.published import PPM, is_qlora
-from generator.answers.setups import BY_NAME, RECIPES
+from generator.answers.setups import BY_NAME, RECIPES, with_words
 from generator.budget import ProcessModel
 from generator.escaping import plain_terminal_text
 from generator.matrix import parse_row
@@ -25,12 +25,13 @@ def cards_text(sharding: tuple[str, int] | None) -> str:
 
 
 def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
-                target: str = "cpu", sharding: tuple[str, int] | None = None) -> str:
+                target: str = "cpu", sharding: tuple[str, int] | None = None, extra: tuple[str, ...] = ()) -> str:
     """'full training: batch 12 (5.9 GiB; batch 13 needs 6.4 GiB)' per kind."""
     parameters = next((a.parameters for a in answers if a.parameters), 0)
+    added = f", every training set-up with {', '.join(with_words(extra))} (--with)" if extra else ""
     lines = [f"{model} ({parameters:,} parameters) in {format_size(budget)} {TARGET_WORDS[target]}, "
              f"{parse_row(answers[0].row).seq_len:,} tokens a sequence, {margin:.0%} kept free: "
-             f"{format_size(answers[0].usable_bytes)} usable{cards_text(sharding)}"]
+             f"{format_size(answers[0].usable_bytes)} usable{cards_text(sharding)}{added}"]
     for answer in answers:
         kind = f"{answer.kind} ({RECIPES.get(answer.kind, answer.row)}{library_text(answer.kind, '; ')})"
         if answer.error:
@@ -76,9 +77,10 @@ def allowance_lines(answers: list[FitAnswer], target: str) -> list[str]:
 
 
 def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,
-                target: str = "cpu", sharding: tuple[str, int] | None = None) -> str:
+                target: str = "cpu", sharding: tuple[str, int] | None = None, extra: tuple[str, ...] = ()) -> str:
     """One object per kind."""
     return json.dumps([{**asdict(answer), "model": model, "budget_bytes": budget, "margin": margin,
+                        "with": list(extra),
                         "setup": RECIPES.get(answer.kind, ""), "library": library_text(answer.kind),
                         "target": target,
                         "sharding": sharding[0] if sharding else "", "gpus": sharding[1] if sharding else 1,

@@ -107,6 +107,10 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel, qlora_ppm
         lines.append(f"  on a GPU (simulated, not validated on a device): the caching allocator reserves "
                      f"{format_mib(p.cuda_reserved_bytes)}, or {format_mib(p.cuda_expandable_bytes)} with "
                      f"expandable segments, plus the CUDA context ({format_mib(CUDA_CONTEXT_BYTES)} allowed)")
+        if p.cuda_host_bytes:
+            lines.append(f"  and host memory on that GPU's machine, apart from the device's peak (offloaded "
+                         f"activations, paged optimizer state; max_memory_allocated does not count it): "
+                         f"{format_mib(p.cuda_host_bytes)} at most")
         lines += _bitsandbytes_lines(item.row, p, qlora_ppm)
     lines.append(model.describe())
     return "".join(plain_terminal_text(line) + "\n" for line in lines)

@@ -117,7 +117,7 @@ def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method:
     peak, phase, _, _, events = _card(tracker, facts, row, split=False)
     return CudaPart(cuda_tensor_peak_bytes=peak, cuda_phase=phase, cuda_reserved_bytes=replay(events).peak_reserved,
                     cuda_expandable_bytes=replay(events, expandable=True).peak_reserved if expandable else None,
-                    **_counts(facts, method, seconds))
+                    cuda_host_bytes=tracker.host_peak, **_counts(facts, method, seconds))
 
 
 def simulate_kept_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:

@@ -12,6 +12,7 @@ from generator.predict import decode, depth, stack
 from generator.predict.cuda_program import Program
 from generator.predict.fake_run import ModelFacts, _run, model_facts
 from generator.predict.tracker import StorageTracker
+from generator.quantize import checkpointed_four_bit
 from generator.steps import Prepared
 
 DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS; three where
@@ -83,9 +84,10 @@ def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
     gives in turn: where a stack that begins with other layers turns uniform, one layer, two layers (a stack of
     none is no start: its rotary tables, kept by no layer, are freed early), then a period of several for a
     stack that repeats in one. None where the stack has fewer than ``worth`` layers, is too shallow for the small
-    depths, has a layer past them that they never met (stack.py), or its trace does not repeat."""
+    depths, has a layer past them that they never met (stack.py), or its trace does not repeat; and for a
+    checkpointed 4-bit base (quantize.checkpointed_four_bit)."""
     layers = load_config(source).num_hidden_layers
-    if layers < worth:
+    if layers < worth or checkpointed_four_bit(row):
         return None
     small = SmallDepths(row, source, program)
     found = simulate_like(row, source, program, small)

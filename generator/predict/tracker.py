@@ -12,6 +12,8 @@ import weakref
 from typing import Any
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")
+HOST = "host"  # a storage of host memory in a GPU's program (offloaded activations, paged optimizer state):
+# counted apart (host_peak), never in the device's totals, peak or trace
 
 
 class StorageTracker:
@@ -34,7 +36,9 @@ class StorageTracker:
         # ("freed", key) | ("phase", name), in order
         self.finished = False  # after finish(), what the run left is freed whenever Python's collector gets to it
         self.making = "activations"  # what an operator's new storage is: optimizer state during a GPU's update
-        # (cuda_program.foreach_updates), else activations and temporaries until found to be something else
+        # (cuda_program.foreach_updates), host memory while a GPU's program makes some (HOST), else activations
+        # and temporaries until found to be something else
+        self.host_total = self.host_peak = 0
 
     @classmethod
     def replay(cls, journal: list[tuple[Any, ...]]) -> "StorageTracker":
@@ -77,6 +81,10 @@ class StorageTracker:
         """Journal entry: a storage of this many bytes is made."""
         self.journal.append(("made", key, size, kind))
         self.sizes[key], self.kinds[key] = size, kind
+        if kind == HOST:
+            self.host_total += size
+            self.host_peak = max(self.host_peak, self.host_total)
+            return
         self.made_at[key], self.event_kinds[len(self.events)] = len(self.events), kind
         self.events.append((key, size, True))
         self.totals[kind] += size
@@ -87,7 +95,9 @@ class StorageTracker:
             self.peak, self.peak_split, self.peak_phase = self.total, dict(self.totals), self.phase
 
     def kind(self, key: object, kind: str) -> None:
-        """Journal entry: a live storage is found to be of this kind."""
+        """Journal entry: a live storage is found to be of this kind (host memory stays host memory)."""
+        if self.kinds[key] == HOST:
+            return
         self.journal.append(("kind", key, kind))
         self.totals[self.kinds[key]] -= self.sizes[key]
         self.kinds[key] = self.event_kinds[self.made_at[key]] = kind
@@ -100,6 +110,10 @@ class StorageTracker:
             return
         self.journal.append(("freed", key))
         size = self.sizes.pop(key)
+        if self.kinds[key] == HOST:
+            del self.kinds[key]
+            self.host_total -= size
+            return
         del self.made_at[key]
         self.events.append((key, size, False))
         self.totals[self.kinds.pop(key)] -= size
@@ -152,7 +166,7 @@ class Replayed(StorageTracker):
 
     def __init__(self, journal: list[tuple[Any, ...]]) -> None:  # the rest comes from the whole replay, when read
         self.journal = journal
-        self.peak, self.peak_phase, self.events = peak_and_trace(journal)
+        self.peak, self.peak_phase, self.events, self.host_peak = peak_and_trace(journal)
         self.finished = True
 
     def __getattr__(self, name: str) -> Any:  # what the lean pass does not give: the whole replay's
@@ -163,17 +177,23 @@ class Replayed(StorageTracker):
         return StorageTracker.replay_whole(self.journal)
 
 
-def peak_and_trace(journal: list[tuple[Any, ...]]) -> tuple[int, str, list[tuple[object, int, bool]]]:
-    """A journal's tensor peak, the phase that sets it (the first moment it is reached), and its trace of (storage,
-    bytes, made or freed): StorageTracker's made, freed and enter as far as these three figures go."""
+def peak_and_trace(journal: list[tuple[Any, ...]]) -> tuple[int, str, list[tuple[object, int, bool]], int]:
+    """A journal's tensor peak, the phase that sets it (the first moment it is reached), its trace of (storage,
+    bytes, made or freed), and its peak of host memory: StorageTracker's made, freed and enter as far as these four
+    figures go."""
     sizes: dict[object, int] = {}
+    host: dict[object, int] = {}
     events: list[tuple[object, int, bool]] = []
-    total = peak = 0
+    total = peak = host_total = host_peak = 0
     phase = peak_phase = "load"
     for entry in journal:
         tag = entry[0]
         if tag == "made":
             key, size = entry[1], entry[2]
+            if entry[3] == HOST:
+                host[key], host_total = size, host_total + size
+                host_peak = max(host_peak, host_total)
+                continue
             sizes[key] = size
             events.append((key, size, True))
             total += size
@@ -181,9 +201,12 @@ def peak_and_trace(journal: list[tuple[Any, ...]]) -> tuple[int, str, list[tuple
                 peak, peak_phase = total, phase
         elif tag == "freed":
             key = entry[1]
+            if key in host:
+                host_total -= host.pop(key)
+                continue
             size = sizes.pop(key)
             events.append((key, size, False))
             total -= size
         elif tag == "phase":
             phase = entry[1]
-    return peak, peak_phase, events
+    return peak, peak_phase, events, host_peak

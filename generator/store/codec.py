@@ -73,7 +73,7 @@ def to_toml(result: RowResult) -> str:
 # Coordinates and figures added after files were first written, left out where they hold their default, so
 # that a row without them writes the file it wrote before they existed (and reads back the same).
 LATER_ROW_KEYS = LATER_FIELDS  # declared with each coordinate (generator/coordinates.py)
-LATER_PREDICTION_KEYS = {"quantization_bytes": 0, "cuda_tensor_peak_bytes": 0, "cuda_phase": ""}
+LATER_PREDICTION_KEYS = {"quantization_bytes": 0, "cuda_tensor_peak_bytes": 0, "cuda_phase": "", "cuda_host_bytes": 0}
 
 
 def _without_defaults(table: dict, defaults: dict) -> dict:

@@ -181,6 +181,9 @@ class Prediction:
     # Of the weights, what undoes a 4-bit base's quantization (block scales, their scales, maps, offsets),
     # from the real quantized storages; 0 for a base in its dtype.
     quantization_bytes: int = 0
+    # The GPU's program's peak of host memory (activations offloaded, paged optimizer state in unified memory,
+    # generator/predict/cuda_program.py): apart from its device peak, which max_memory_allocated counts.
+    cuda_host_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,7 @@ class CudaPart:
     lora_targets: str = ""
     quantization_bytes: int = 0
     cuda_expandable_bytes: int | None = None
+    cuda_host_bytes: int = 0
 
 
 def joined(cpu: CpuPart, cuda: CudaPart) -> Prediction:
