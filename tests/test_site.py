@@ -211,3 +211,31 @@ def test_the_contents_list_links_every_section_of_the_article() -> None:
     sections = [re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
                 for heading in re.findall(r"^## (.+)$", after, flags=re.MULTILINE)]
     assert linked == sections
+
+
+def _contrast(one: str, other: str) -> float:
+    """WCAG's contrast ratio of two #rrggbb colours."""
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    high, low = sorted((luminance(one), luminance(other)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_every_chart_mark_reads_at_three_to_one_in_both_schemes() -> None:
+    """Every mark of every built chart (role graphics-symbol) has a fill or an outline of 3:1 or more against the
+    page, in the light colours it is drawn in and in their dark twins (charts.dark_scheme_style)."""
+    from generator.report.charts import BAND, DARK_BAND, DARK_INK, DARK_PAGE, INK, PAGE, PALETTE
+
+    dark = {light: night for light, night in (*PALETTE, (INK, DARK_INK), (BAND, DARK_BAND))}
+    checked = 0
+    for svg in sorted((TEMPLATES.parent / "site").glob("*.svg")):
+        for mark in re.findall(r"<[a-z]+ [^>]*role=\"graphics-symbol\"[^>]*>", svg.read_text()):
+            colours = [c for c in re.findall(r'(?:fill|stroke)="(#[0-9a-fA-F]{6})"', mark)]
+            if not colours:
+                continue
+            checked += 1
+            assert max(_contrast(c, PAGE) for c in colours) >= 3, (svg.name, mark[:160])
+            assert max(_contrast(dark.get(c, c), DARK_PAGE) for c in colours) >= 3, (svg.name, mark[:160])
+    assert checked > 100

@@ -32,7 +32,9 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
     lines = {row: two_lines(row) for row in rows}
     y = alt.Y("row:N", sort=rows, title=None, scale=alt.Scale(paddingInner=0.5),
               axis=alt.Axis(labelExpr=f"{json.dumps(lines)}[datum.label]", labelLineHeight=15, labelLimit=0))
-    band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, height=10).encode(y=y, x="low:Q", x2="high:Q")
+    # the band's fill is a step off the page, its outline the ink: a mark of 3:1 or more in both schemes
+    band = alt.Chart(alt.Data(values=points)).mark_bar(color=BAND, stroke=INK, strokeWidth=1, height=10).encode(
+        y=y, x="low:Q", x2="high:Q")
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True, opacity=1).encode(
         y=y,
         x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
