@@ -179,6 +179,7 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
         class Peak:
             def __init__(self) -> None:
                 self.cache: dict[str, int] = {}
+                self.host: dict[str, int] = {}  # no host memory beside the card
                 self.parameters = 0
 
             def peak(self, row_id: str) -> int:

@@ -141,6 +141,7 @@ class _Curve:
 
     def __init__(self, peak, fail: Exception | None = None) -> None:
         self.curve, self.fail, self.cache, self.parameters = peak, fail, {}, 0
+        self.host: dict[str, int] = {}  # no host memory beside the card
 
     def peak(self, row_id: str) -> int:
         if self.fail is not None:

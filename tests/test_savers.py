@@ -143,3 +143,19 @@ def test_a_checkpointed_4bit_base_is_simulated_at_full_depth() -> None:
 
     source = resolve_model("SmolLM2-135M-Instruct")
     assert simulate_by_depth(parse_row("train-b1-s16-ckpt-bf16-nf4-lora8"), source, CPU) is None
+
+
+def test_fit_states_the_host_memory_beside_the_card() -> None:
+    """An offloading set-up's answer on a GPU carries the host memory its copies take, which the card's figure
+    leaves out; the same set-up without offloading has none."""
+    from conftest import TESTS
+
+    from generator.budget import ProcessModel
+    from generator.model_source import resolve_model
+    from generator.predict.fit import Predictor, largest_batch
+
+    source = resolve_model(str(TESTS / "tiny-llama.json"))
+    plain = ProcessModel(0.0, 0.0, 0, "")
+    offloaded = largest_batch(Predictor(source, plain, target="gpu", extra=("offload",)), "LoRA", 32, 2**30)
+    kept = largest_batch(Predictor(source, plain, target="gpu"), "LoRA", 32, 2**30)
+    assert offloaded.row.endswith("-offload") and offloaded.host_bytes > 0 and kept.host_bytes == 0

@@ -35,6 +35,8 @@ class FitAnswer:
     budget_bytes: int = 0
     error: str = ""  # why this kind could not be simulated ('' when it was)
     allowance_ppm: int = PPM  # the allowance on the simulated reserve in the peaks (QLoRA's on a GPU), per million
+    host_bytes: int = 0  # on a GPU, the host memory beside the card at that batch (paged state, offloaded
+    # activations: generator/predict/cuda_program.py), which the card's figure leaves out
 
 
 def card_needs(reserved_bytes: int, allowance_ppm: int = PPM) -> int:

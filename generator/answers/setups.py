@@ -49,8 +49,8 @@ SETUPS = (  # the set-ups people run come first; the fp32 ones are what the meas
           "adapters, activations recomputed in backward"),
     Setup("memory-saver full fine-tune", "train-b{b}-s{s}-ckpt-bf16-padam8-optbwd-cce",
           "torchtune's single-device full recipe: bf16 weights and gradients, bitsandbytes' PagedAdamW8bit (its "
-          "state in unified memory, reported apart) stepped in backward, chunked cross-entropy, activations "
-          "recomputed in backward", library="bitsandbytes"),
+          "state in unified memory, outside the card's figure; fit and predict state it apart) stepped in "
+          "backward, chunked cross-entropy, activations recomputed in backward", library="bitsandbytes"),
     Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
     Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
           first_screen=True),

@@ -59,6 +59,7 @@ class Predictor:
         self.simulator = simulator or target_program(target)
         self.sharding, self.qlora_ppm, self.extra = sharding, qlora_ppm, extra
         self.cache: dict[str, int] = {}
+        self.host: dict[str, int] = {}  # a GPU row's host memory beside the card (paged state, offloaded copies)
         self.parameters = 0  # the base model's, as the first simulation counted them
 
     def fresh(self) -> "Predictor":
@@ -81,6 +82,7 @@ class Predictor:
             prediction = self.simulator(row, self.source)
             self.cache[row_id] = expected_peak(prediction, self.model, self.target,  # type: ignore[arg-type]
                                                self.allowance(row))
+            self.host[row_id] = getattr(prediction, "cuda_host_bytes", 0) if self.target != "cpu" else 0
             adapters = prediction.trainable_parameters if row.lora_rank else 0  # type: ignore[attr-defined]
             self.parameters = self.parameters or prediction.parameters - adapters  # type: ignore[attr-defined]
         return self.cache[row_id]
@@ -94,7 +96,8 @@ def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) ->
                           lambda batch: predictor.peak(template.format(b=batch, s=seq_len)), usable,
                           batch_limit(seq_len))
     return replace(found, simulations=len(predictor.cache) - before, parameters=predictor.parameters,
-                   allowance_ppm=predictor.allowance(parse_row(template.format(b=1, s=seq_len))))
+                   allowance_ppm=predictor.allowance(parse_row(template.format(b=1, s=seq_len))),
+                   host_bytes=predictor.host.get(found.row, 0))
 
 
 def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:

@@ -43,8 +43,10 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
             continue
         following = (f"batch {answer.batch + 1} needs {format_mib_above(answer.next_bytes, answer.usable_bytes)}"
                      if answer.next_bytes else "the largest batch the tool simulates")
+        host = (f"; and {format_mib(answer.host_bytes)} of host memory beside the card (paged optimizer state, "
+                "offloaded activations)" if answer.host_bytes else "")
         lines.append(f"  {kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
-                     f"{following})")
+                     f"{following}{host})")
     lines.append(f"  {overhead_text(process, target)}")
     lines += [f"  {line}" for line in allowance_lines(answers, target)]
     return "".join(plain_terminal_text(line) + "\n" for line in lines)  # a model's name is data
