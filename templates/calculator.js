@@ -92,7 +92,7 @@
     var text = batch === 0n
       ? "does not fit: " + gibAbove(peak(shown), usable).replace(/ GiB$/, "") + " > " + gib(usable, 1)
       : "batch " + batch + " (" + gib(peak(shown), 1) + ")";
-    if (batch === limit) { text += ", the largest batch the tool simulates at this length"; }
+    if (batch === limit) { text += ", the tool's limit"; }  // generator/report/fit_first.py cell
     if (batch > 0n && batch >= last && last < limit) {  // past the simulated curve: no answer read from it
       text = "beyond the simulated curve (its largest batch, " + last + ", takes " + gib(peak(last), 1) +
         "): ask memory-budget fit --budget for this budget";

@@ -162,8 +162,7 @@ def test_a_does_not_fit_cell_shows_the_budget_it_was_judged_against() -> None:
                           usable_bytes=21 * gib, simulations=1)) == "batch 3 (20.0 GiB)"
     # a search stopped at the tool's batch limit says so: it is not an answer the budget gave
     assert cell(FitAnswer(kind="k", row="r", batch=1024, predicted_bytes=20 * gib, next_bytes=0,
-                          usable_bytes=21 * gib, simulations=1)) == ("batch 1024 (20.0 GiB), the largest batch the "
-                                                                     "tool simulates at this length")
+                          usable_bytes=21 * gib, simulations=1)) == "batch 1024 (20.0 GiB), the tool's limit"
 
 
 def test_small_spreads_keep_a_decimal() -> None:

@@ -55,5 +55,5 @@ def cell(answer: FitAnswer) -> str:
     if answer.batch == 0:
         return (f"does not fit: {format_gib_above(answer.predicted_bytes, answer.usable_bytes).removesuffix(' GiB')}"
                 f" > {format_gib(answer.usable_bytes)}")
-    limit = ", the largest batch the tool simulates at this length" if not answer.next_bytes else ""
+    limit = ", the tool's limit" if not answer.next_bytes else ""  # explained under the fit page's tables
     return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)}){limit}"
