@@ -85,7 +85,7 @@
   }
   function answer(curve, budget, target) {
     var peak = peakFunction(curve, target), limit = BigInt(curve.limit);
-    var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));
+    var usable = BigInt(roundHalfEven(Number(budget) * (1 - data.margins[target])));  // answers/fit.py usable_bytes
     var batch = largestBatch(peak, usable, limit);
     if (target === "gpu") { batch = onSimulated(curve, peak, batch, usable); }  // a reserve is not convex
     var shown = batch > 0n ? batch : 1n, last = BigInt(curve.batches[curve.batches.length - 1]);

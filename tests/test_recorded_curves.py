@@ -76,7 +76,7 @@ def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path:
     AdamW), where a bracket from the doubled batches answered otherwise than fit."""
     from conftest import TESTS
 
-    from generator.answers.fit import GPU_GROUPS_GIB, GPU_MARGIN
+    from generator.answers.fit import GPU_GROUPS_GIB, STATED_MARGIN
     from generator.model_source import resolve_model
     from generator.predict import curves
     from generator.predict.fit import Predictor, largest_batch
@@ -93,7 +93,7 @@ def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path:
     predictor = Predictor(source, process, target="gpu")
     inside = 0
     for gib in (gib for group in GPU_GROUPS_GIB for gib in group):
-        ((_, page),) = site_answers(table, process, (Budget("", gib * 2**30, "gpu", GPU_MARGIN),))
+        ((_, page),) = site_answers(table, process, (Budget("", gib * 2**30, "gpu", STATED_MARGIN),))
         found = largest_batch(predictor, kind, 256, page.usable_bytes)
         assert (page.batch, page.predicted_bytes, page.next_bytes) == (
             found.batch, found.predicted_bytes, found.next_bytes), gib

@@ -201,3 +201,18 @@ def test_a_coordinate_is_declared_once_and_behaves_in_one_place() -> None:
     found = {str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if reads.search(path.read_text())}
     assert found == {"matrix.py", "coordinates.py", "steps.py", "quantize.py", "report/low_bit.py",
                      "answers/published.py"}
+
+
+def test_the_usable_budget_rule_has_one_home() -> None:
+    """Budget times one less the margin is written once, answers/fit.py usable_bytes; everything else calls it (the
+    calculator applies the margins the page emits), and the stated margin has one name."""
+    import re
+
+    rule = re.compile(r"\*\s*\(1 - [^)]*(margin|MARGIN)")
+    found = [f"{path.relative_to(PACKAGE)}:{number}" for path in sorted(PACKAGE.rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if rule.search(line) and path.relative_to(PACKAGE).as_posix() != "answers/fit.py"]
+    names = {name for path in PACKAGE.rglob("*.py")
+             for name in re.findall(r"^([A-Z_]*MARGIN) = ", path.read_text(), re.MULTILINE)}
+    # MIN_MARGIN is another quantity: the least band accuracy.py keeps, not a margin an answer takes off
+    assert found == [] and names - {"MIN_MARGIN"} == {"STATED_MARGIN"}, (found, names)

@@ -15,7 +15,14 @@ from generator.store.records import CpuPart, CudaPart, Prediction
 # allocator model is not validated on a device
 GPU_GROUPS_GIB = ((8, 12, 16, 24), (40, 48, 80))
 CPU_BUDGETS_GIB = (32, 64)
-GPU_MARGIN = 0.10
+STATED_MARGIN = 0.10  # kept free of a budget where no band was validated: every GPU answer's, the site's
+
+
+def usable_bytes(budget: int, margin: float) -> int:
+    """The usable-budget rule, in its one home: what an answer may fill of a budget with the margin kept free. (The
+    CUDA context is part of each GPU figure, card_needs, not taken off the budget; the calculator applies the
+    margins the page emits, report/calculator.py.)"""
+    return round(budget * (1 - margin))
 SHARDED_CARD_GIB = 80  # the card the sharded section answers for (an A100 or H100 80 GiB)
 
 

@@ -5,12 +5,11 @@ release's; on a GPU, or where no band was validated, the stated 10 %."""
 from pathlib import Path
 
 from generator.answers.accuracy import accuracy
+from generator.answers.fit import STATED_MARGIN
 from generator.answers.overhead import OverheadSource, overhead_source, same_library_folders
 from generator.store.catalog import Catalog
 from generator.store.environment import Environment
 from generator.store.layout import environments, reading_root
-
-DEFAULT_MARGIN = 0.10
 
 
 def validated_margin(measurements: Path, allocator: str, target: str, here: Environment) -> tuple[float, str]:
@@ -18,7 +17,7 @@ def validated_margin(measurements: Path, allocator: str, target: str, here: Envi
     with its library versions, else the nearest release's band widened by its spread, else the widest band any
     environment validated (no process model to lean on)."""
     if target != "cpu":
-        return DEFAULT_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"
+        return STATED_MARGIN, "the stated margin for a GPU; the allocator model is not validated on a device"
     root, note = reading_root(measurements)
     catalog = Catalog(root)
     source = overhead_source(catalog, here, allocator)
@@ -27,7 +26,7 @@ def validated_margin(measurements: Path, allocator: str, target: str, here: Envi
     folders = same_library_folders(catalog, here) if source.borrowed and not source.release else [source.folder]
     judged = _bands(catalog, folders, allocator)
     if not judged:
-        return DEFAULT_MARGIN, f"the stated margin; no out-of-sample band under {allocator} on this machine yet{note}"
+        return STATED_MARGIN, f"the stated margin; no out-of-sample band under {allocator} on this machine yet{note}"
     margin, rows, folder = max(judged, key=lambda item: (item[0], item[2].name))
     why = f"the band that {rows} rows measured under {allocator}, each predicted by a model fitted without its own " \
           "model, never exceeded"
@@ -58,7 +57,7 @@ def _widest(catalog: Catalog, folders: list[Path], allocator: str, note: str) ->
     margin where none did."""
     judged = _bands(catalog, folders, allocator)
     if not judged:
-        return DEFAULT_MARGIN, f"the stated margin; no out-of-sample band under {allocator} anywhere yet{note}"
+        return STATED_MARGIN, f"the stated margin; no out-of-sample band under {allocator} anywhere yet{note}"
     margin, _, folder = max(judged, key=lambda item: (item[0], item[2].name))
     return margin, (f"the widest band any environment validated ({folder.name}): no rows under {allocator} to "
                     f"model this machine's overhead on, so answers are the tensor peak{note}")

@@ -49,12 +49,13 @@ def probe_context() -> dict:
 
 def answer_rows(measurements: Path, model: str, card_bytes: int) -> list[RowSpec]:
     """The fit page's first-screen answers for one model on the card, as rows at their batch."""
+    from generator.answers.fit import STATED_MARGIN
     from generator.predict.kept import METHOD
-    from generator.report.fit_page import SITE_MARGIN, Budget, site_answers
+    from generator.report.fit_page import Budget, site_answers
     from generator.store.fit_table import load_fit
     from generator.store.layout import fit_files
 
-    budget = Budget(f"{card_bytes // GIB} GiB GPU", card_bytes, "gpu", SITE_MARGIN, "")
+    budget = Budget(f"{card_bytes // GIB} GiB GPU", card_bytes, "gpu", STATED_MARGIN, "")
     tables = [table for path in fit_files(measurements) if (table := load_fit(path.parent)) is not None
               and table.simulator == METHOD]  # the curves the page shows: this simulator's
     if not tables:

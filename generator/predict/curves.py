@@ -23,11 +23,12 @@ from typing import NamedTuple
 
 from generator.answers.fit import (
     GPU_GROUPS_GIB,
-    GPU_MARGIN,
     SHARDED_CARD_GIB,
+    STATED_MARGIN,
     largest_batch,
     needs,
     search_text,
+    usable_bytes,
 )
 from generator.answers.published import PPM, row_ppm
 from generator.answers.setups import KINDS
@@ -170,7 +171,7 @@ def calculator_edges(process: ProcessModel = GPU_ONLY, cards: tuple[int, ...] = 
                      qlora_ppm: int = PPM) -> tuple[Edge, ...]:
     """The cards the fit page's tables and calculator list (in GiB), as `fit --target gpu` answers them: each
     with the stated margin, and QLoRA's allowance."""
-    return tuple(Edge("gpu", round(gib * GIB * (1 - GPU_MARGIN)), process, qlora_ppm) for gib in cards)
+    return tuple(Edge("gpu", usable_bytes(gib * GIB, STATED_MARGIN), process, qlora_ppm) for gib in cards)
 
 
 def lengths_of(source: ModelSource, lengths: tuple[int, ...] = CALCULATOR_LENGTHS) -> tuple[int, ...]:

@@ -10,8 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
-from generator.answers.fit import FitAnswer, answer_within, expected_peak
-from generator.answers.margin import DEFAULT_MARGIN
+from generator.answers.fit import STATED_MARGIN, FitAnswer, answer_within, expected_peak, usable_bytes
 from generator.answers.published import PPM, row_ppm
 from generator.answers.setups import KINDS, START_ORDER, row_template
 from generator.budget import ProcessModel
@@ -112,11 +111,11 @@ def answer_or_reason(predictor: Predictor, kind: str, seq_len: int, usable: int)
                          next_bytes=0, usable_bytes=usable, simulations=0, error=one_line_error(error))
 
 
-def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = DEFAULT_MARGIN,
+def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = STATED_MARGIN,
         kinds: tuple[str, ...] = tuple(KINDS), workers: int = 1) -> list[FitAnswer]:
     """Every kind's answer for one budget; with several workers, the kinds are searched side by side, each
     with a predictor of its own (no two kinds share a row, so each simulates the rows it would have)."""
-    usable = round(budget * (1 - margin))
+    usable = usable_bytes(budget, margin)
     if workers > 1:  # started longest first (setups.START_ORDER), answered in the order asked
         started = sorted(kinds, key=START_ORDER.index)
         tasks = [(predictor.fresh(), kind, seq_len, usable) for kind in started]

@@ -4,10 +4,11 @@ CUDA caching allocator replay, the context allowance and the page's margin), so 
 
 from dataclasses import dataclass
 
+from generator.answers.fit import STATED_MARGIN
 from generator.answers.setups import FIRST_SCREEN
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.report.example import SimulatedLine, example_usable_bytes, simulated_lines
-from generator.report.fit_page import CPU_BUDGETS_GIB, SITE_MARGIN, Budget, cell, percent, site_answers
+from generator.report.fit_page import CPU_BUDGETS_GIB, Budget, cell, percent, site_answers
 from generator.store.fit_table import FitTable
 from generator.units import GIB, format_gib
 
@@ -53,13 +54,13 @@ def first_answer(fit_table: FitTable | None, model: str, process: ProcessModel) 
     no curves were simulated for this build's library versions."""
     if fit_table is None:
         return None
-    card = Budget(f"{format_gib(EXAMPLE_CARD_BYTES, 0)} GPU", EXAMPLE_CARD_BYTES, "gpu", SITE_MARGIN)
+    card = Budget(f"{format_gib(EXAMPLE_CARD_BYTES, 0)} GPU", EXAMPLE_CARD_BYTES, "gpu", STATED_MARGIN)
     found = {answer.kind: answer for _, answer in site_answers(fit_table, process, (card,)) if answer.model == model}
     answers = tuple(KindAnswer(kind, cell(found[kind])) for kind in FIRST_KINDS if kind in found)
     first_per_task: dict[str, SimulatedLine] = {}
     for line in simulated_lines(fit_table):  # each task's first line is its smallest shape
         first_per_task.setdefault(line.task, line)
-    return FirstAnswer(card=format_gib(EXAMPLE_CARD_BYTES, 0), margin=percent(SITE_MARGIN),
+    return FirstAnswer(card=format_gib(EXAMPLE_CARD_BYTES, 0), margin=percent(STATED_MARGIN),
                        seq_len_text=f"{fit_table.seq_len:,}", model=model, answers=answers,
                        large_model=fit_table.example[0].model if fit_table.example else "",
                        large_lines=tuple(first_per_task.values()),

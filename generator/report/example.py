@@ -3,7 +3,7 @@ fixed costs (with its simulated rows from `fit --record`), and what processes he
 
 from dataclasses import dataclass
 
-from generator.answers.fit import card_needs
+from generator.answers.fit import STATED_MARGIN, card_needs, usable_bytes
 from generator.budget import (
     ADAMW_STATES,
     BYTES_PER_WEIGHT,
@@ -14,7 +14,6 @@ from generator.budget import (
 )
 from generator.matrix import Mode, parse_row
 from generator.report.findings import TokenFit
-from generator.report.fit_page import SITE_MARGIN
 from generator.report.views import Figure, Part, Ratio, RowView, article_row, figure, ratio
 from generator.store.fit_table import FitTable
 from generator.units import format_gib
@@ -137,7 +136,7 @@ def budget(parameters: int, measured_row: RowView | None) -> Budget:
 
 def example_usable_bytes() -> int:
     """The example's card less the site's margin: what a simulated line is judged against."""
-    return round(EXAMPLE_CARD_BYTES * (1 - SITE_MARGIN))
+    return usable_bytes(EXAMPLE_CARD_BYTES, STATED_MARGIN)
 
 
 def simulated_lines(fit_table: FitTable | None) -> tuple[SimulatedLine, ...]:

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 
 from generator.answers.accuracy import WITHIN, Accuracy, Judged, accuracy
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES, context_allowance_source, cuda_rules
-from generator.answers.fit import CPU_BUDGETS_GIB, GPU_GROUPS_GIB, GPU_MARGIN, FitAnswer, answer_within, needs
+from generator.answers.fit import (
+    CPU_BUDGETS_GIB,
+    GPU_GROUPS_GIB,
+    STATED_MARGIN,
+    FitAnswer,
+    answer_within,
+    needs,
+    usable_bytes,
+)
 from generator.answers.published import PPM, row_ppm
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
 from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
@@ -186,12 +194,11 @@ def accuracy_views(judged: dict[str, Accuracy | None]) -> tuple[AllocatorAccurac
 
 # The cards and CPU machines the page answers (answers/fit.py), each group of cards a table narrow enough for a
 # desktop column; on a GPU the stated margin.
-SITE_MARGIN = GPU_MARGIN
 
 
 def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
     """The cards the site answers for, then two CPU machines' memory."""
-    gpus = tuple(Budget(f"{gib} GiB GPU", gib * GIB, "gpu", SITE_MARGIN, f"On a GPU of {group[0]} to {group[-1]} GiB")
+    gpus = tuple(Budget(f"{gib} GiB GPU", gib * GIB, "gpu", STATED_MARGIN, f"On a GPU of {group[0]} to {group[-1]} GiB")
                  for group in GPU_GROUPS_GIB for gib in group)
     return (*gpus, *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin, "On a CPU") for gib in CPU_BUDGETS_GIB))
 
@@ -210,7 +217,7 @@ def site_answers(table: FitTable, process: ProcessModel, budgets: tuple[Budget, 
     for curve in table.curves:
         for budget in budgets:
             peak = _peak(curve, budget, process, qlora_ppm)
-            usable = round(budget.n_bytes * (1 - budget.margin))
+            usable = usable_bytes(budget.n_bytes, budget.margin)
             settled = curve.batches if budget.target == "gpu" else None  # a reserve is not convex: answers/fit.py
             answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, settled,
                                                   model=curve.model, parameters=curve.parameters,
@@ -248,7 +255,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     checked = accuracy_views(judged)
     band = judged[DEFAULT_ALLOCATOR]
     validated = band is not None and band.margin is not None
-    cpu_margin = band.margin if band is not None and band.margin is not None else SITE_MARGIN
+    cpu_margin = band.margin if band is not None and band.margin is not None else STATED_MARGIN
     budgets = site_budgets(cpu_margin)
     answers = site_answers(table, process, budgets, qlora_ppm) if table is not None else []
     baseline = next((r for r in results if r.row.mode == Mode.BASELINE and r.summary.ok
@@ -258,7 +265,7 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
     return FitPageContext(title="Will it fit? Simulated answers for the shipped configs",
                           environment=environment, seq_len_text=f"{table.seq_len:,}" if table else "",
                           process_model=process.describe(), budgets=budgets, models=model_views(answers),
-                          gpu_margin_text=percent(SITE_MARGIN),
+                          gpu_margin_text=percent(STATED_MARGIN),
                           cpu_margin_text=percent(cpu_margin) + (" (the band validated below)" if validated
                                                                  else " (no band validated: one model measured)"),
                           context_allowance=format_mib(CUDA_CONTEXT_BYTES), context_source=context_allowance_source(),
@@ -268,7 +275,8 @@ def build_fit_page(table: FitTable | None, results: list[RowResult], process: Pr
                           first=first_lines([answer for budget, answer in answers if budget.target == "gpu"
                                              and budget.n_bytes == EXAMPLE_CARD_BYTES], cell),
                           card=card_text(), legend=legend([answer.kind for _, answer in answers]),
-                          calculator=calculator_data(table, recorded, process, {"gpu": SITE_MARGIN, "cpu": cpu_margin},
+                          calculator=calculator_data(table, recorded, process,
+                                                     {"gpu": STATED_MARGIN, "cpu": cpu_margin},
                                                      tuple(gib for group in GPU_GROUPS_GIB for gib in group),
                                                      EXAMPLE_CARD_BYTES // GIB, qlora_ppm) if table else None,
                           qlora_allowance=f"x{qlora_ppm / PPM:.3f}" if qlora_ppm != PPM else "",

@@ -5,7 +5,7 @@ stated margin."""
 
 from dataclasses import dataclass
 
-from generator.answers.fit import GPU_MARGIN, SHARDED_CARD_GIB, FitAnswer, answer_within, card_needs
+from generator.answers.fit import SHARDED_CARD_GIB, STATED_MARGIN, FitAnswer, answer_within, card_needs, usable_bytes
 from generator.answers.setups import SHARDING_NAMES
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_first import cell
@@ -42,7 +42,7 @@ def _answer(curve: Curve, seq_len: int) -> FitAnswer:
     def peak(batch: int) -> int:
         return card_needs(curve.cuda_at(batch))
 
-    usable, limit = round(CARD_BYTES * (1 - GPU_MARGIN)), batch_limit(seq_len)
+    usable, limit = usable_bytes(CARD_BYTES, STATED_MARGIN), batch_limit(seq_len)
     return answer_within(curve.kind, curve.row, peak, usable, limit, curve.batches, model=curve.model,
                          parameters=curve.parameters, budget_bytes=CARD_BYTES)
 
@@ -61,5 +61,5 @@ def sharded_section(table: FitTable | None) -> ShardedSection | None:
     first = table.sharded[0]
     return ShardedSection(model=first.model, parameters_text=f"{first.parameters:,}",
                           gpus=tuple(sorted({r.gpus for r in rows})),
-                          card=format_gib(CARD_BYTES, 0), usable=format_gib(round(CARD_BYTES * (1 - GPU_MARGIN))),
+                          card=format_gib(CARD_BYTES, 0), usable=format_gib(usable_bytes(CARD_BYTES, STATED_MARGIN)),
                           rows=tuple(rows))
