@@ -216,3 +216,14 @@ def test_the_usable_budget_rule_has_one_home() -> None:
              for name in re.findall(r"^([A-Z_]*MARGIN) = ", path.read_text(), re.MULTILINE)}
     # MIN_MARGIN is another quantity: the least band accuracy.py keeps, not a margin an answer takes off
     assert found == [] and names - {"MIN_MARGIN"} == {"STATED_MARGIN"}, (found, names)
+
+
+def test_the_memory_categories_are_declared_once() -> None:
+    """The four categories of a simulated peak are spelled in generator/categories.py only; the tracker, a sharded
+    card, the release history and predict's lines read them there."""
+    import re
+
+    spelled = re.compile(r"""["']weights["'],\s*["']gradients["'],\s*["']optimizer["']|["']AdamW state["']:\s*["']""")
+    found = [str(path.relative_to(PACKAGE)) for path in sorted(PACKAGE.rglob("*.py"))
+             if spelled.search(path.read_text())]
+    assert found == ["categories.py"], found

@@ -13,6 +13,7 @@ from typing import Any
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.published import PPM, allowed, is_qlora
 from generator.budget import ProcessModel
+from generator.categories import CATEGORIES, WORDS, field
 from generator.escaping import plain_terminal_text
 from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
@@ -101,9 +102,7 @@ def render_text(predictions: list[RowPrediction], model: ProcessModel, qlora_ppm
             continue
         lines.append(f"{item.row.id}: {format_mib(item.peak_bytes)} expected net peak (beyond the imports), "
                      f"set in {p.phase}; tensor peak {format_mib(p.tensor_peak_bytes)} ({p.seconds:.1f} s)")
-        lines.append(f"  weights {format_mib(p.weights_bytes)} · gradients {format_mib(p.gradients_bytes)} · "
-                     f"AdamW state {format_mib(p.optimizer_bytes)} · activations and temporaries "
-                     f"{format_mib(p.activations_bytes)}")
+        lines.append("  " + " · ".join(f"{WORDS[c]} {format_mib(getattr(p, field(c)))}" for c in CATEGORIES))
         lines.append(f"  on a GPU (simulated, not validated on a device): the caching allocator reserves "
                      f"{format_mib(p.cuda_reserved_bytes)}, or {format_mib(p.cuda_expandable_bytes)} with "
                      f"expandable segments, plus the CUDA context ({format_mib(CUDA_CONTEXT_BYTES)} allowed)")

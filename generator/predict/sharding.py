@@ -19,9 +19,9 @@ and none of it has met a device. Collectives' own buffers (NCCL's, DDP's gradien
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.categories import CATEGORIES
 from generator.matrix import RowSpec
 
-CATEGORIES = ("weights", "gradients", "optimizer", "activations")
 METHOD = ("sharded kinds at ceil(bytes / cards), the two largest units' weights gathered whole and the largest "
           "unit's gradients whole before their reduce-scatter, throughout")
 

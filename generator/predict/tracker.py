@@ -11,7 +11,8 @@ import functools
 import weakref
 from typing import Any
 
-CATEGORIES = ("weights", "gradients", "optimizer", "activations")
+from generator.categories import CATEGORIES
+
 HOST = "host"  # a storage of host memory in a GPU's program (offloaded activations, paged optimizer state):
 # counted apart (host_peak), never in the device's totals, peak or trace
 

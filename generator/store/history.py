@@ -8,14 +8,14 @@ from pathlib import Path
 
 import tomli_w
 
+from generator.categories import CATEGORIES, WORDS, field
 from generator.store import documents, plausible
 from generator.store.files import write_atomic
 from generator.store.layout import model_folder_name
 from generator.store.records import ResultsError
 
 HISTORY_SCHEMA_VERSION = documents.HISTORY.version
-CATEGORY_FIELDS = {"weights": "weights_bytes", "gradients": "gradients_bytes", "AdamW state": "optimizer_bytes",
-                   "activations and temporaries": "activations_bytes"}
+CATEGORY_FIELDS = {WORDS[category]: field(category) for category in CATEGORIES}  # words -> a prediction's field
 HISTORY_FOLDER = "_history"  # side folders start with "_": never an environment
 
 
