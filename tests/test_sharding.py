@@ -100,7 +100,8 @@ def test_each_stage_shares_only_what_it_shards(sharding: str, sharded: tuple[str
     (["--gpus", "8", "--sharding", "zero9", "--target", "gpu"], "invalid choice"),
     (["--gpus", "8", "--target", "gpu", "--confirm"], "--confirm measures two real steps on this machine"),
     (["--confirm"], "give --target cpu with it"),
-    (["--record", "--gpus", "8"], "it takes no --budget, --gpus or --sharding"),
+    (["--record", "--gpus", "8"], "it takes no --budget, --gpus, --sharding or --with"),
+    (["--record", "--with", "flce"], "it takes no --budget, --gpus, --sharding or --with"),
 ])
 def test_fit_refuses_sharding_it_cannot_answer_in_one_line(tmp_path, args: list[str], expected: str) -> None:
     from conftest import run_cli

@@ -225,9 +225,9 @@ def run_fit(args: argparse.Namespace) -> int:
     from generator.predict.parallel import default_workers
 
     workers = args.jobs or default_workers()
-    if args.record and (args.gpus != 1 or args.sharding or args.budget is not None):
-        raise UsageError("--record simulates curves for every budget the site lists; it takes no --budget, "
-                         "--gpus or --sharding")
+    if args.record and (args.gpus != 1 or args.sharding or args.budget is not None or args.with_tokens):
+        raise UsageError("--record simulates the site's set-ups for every budget it lists; it takes no --budget, "
+                         "--gpus, --sharding or --with")
     if args.record:
         from generator.cli.record import record_curves
 
