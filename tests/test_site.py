@@ -184,6 +184,10 @@ def test_a_second_environment_adds_the_versions_page(measurements_copy: Path, tm
     row_line = next(line for line in versions.splitlines() if line.startswith("| `train-b8-s256` |"))
     assert "| less |" in row_line and "−50.0 %" in row_line
     assert (site / "versions.svg").read_text().lstrip().startswith("<svg")
+    # the page answers first: the newest other release's verdict comes before the page's explanation
+    verdict = next(line for line in versions.splitlines() if line.startswith("**The verdict first: "))
+    assert "transformers 4.57.6 → " in verdict and "1 less" in verdict and "train-b8-s256: −50.0 %" in verdict
+    assert versions.index(verdict) < versions.index("This page answers")
 
 
 def test_every_chart_carries_its_schemes_background(measured_root: Path, tmp_path: Path) -> None:
@@ -239,3 +243,13 @@ def test_every_chart_mark_reads_at_three_to_one_in_both_schemes() -> None:
             assert max(_contrast(c, PAGE) for c in colours) >= 3, (svg.name, mark[:160])
             assert max(_contrast(dark.get(c, c), DARK_PAGE) for c in colours) >= 3, (svg.name, mark[:160])
     assert checked > 100
+
+
+def test_the_versions_verdict_is_the_newest_other_release() -> None:
+    """Of the releases the committed versions page compares, its first line answers for the newest."""
+    from packaging.version import Version
+
+    versions = (TEMPLATES.parent / "site" / "versions.md").read_text()
+    releases = re.findall(r"^## transformers ([0-9.]+) → ", versions, re.MULTILINE)
+    newest = max(releases, key=Version)
+    assert len(releases) >= 2 and f"**The verdict first: transformers {newest} → " in versions.split("\n## ")[0]

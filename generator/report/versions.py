@@ -11,7 +11,7 @@ from generator.diff.render import HEADERS, cells
 from generator.matrix import parse_row
 from generator.report.history import HistoryContext
 from generator.report.views import MODE_LABELS
-from generator.store.catalog import Selection
+from generator.store.catalog import Selection, library_versions
 from generator.store.comparability import same_machine
 from generator.units import signed_mib, signed_percent
 
@@ -47,6 +47,7 @@ class VersionsContext:
     published_page: bool = False  # the site has the page of published GPU figures (published.md)
     exact_rows: int = 0  # rows whose two sides carry simulations of one simulator: the tensors (exact) column
     left_out: tuple[str, ...] = ()  # other environments of the model none of whose rows can be compared
+    verdict: Release | None = None  # the newest other release against the article's: the page's first answer
 
 
 # The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
@@ -210,6 +211,13 @@ def release(comparison: Comparison, history: HistoryContext | None = None,
                    causes=shift_causes(comparison, history, machines))
 
 
+def _newest_release(releases: tuple[Release, ...], comparisons: list[Comparison],
+                    versions: dict[str, tuple]) -> Release | None:
+    """The comparison of the newest other library versions with the article's: what moved in the last release."""
+    found = [(versions[c.before], r) for r, c in zip(releases, comparisons, strict=True) if c.library_changes]
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
 def uncapped(selection: Selection) -> Selection:
     """A selection without its capped (probe) rows: a cap is chosen per environment, so they never pair up."""
     return replace(selection, results=tuple(r for r in selection.results if not r.row.memory_limit_bytes))
@@ -222,12 +230,14 @@ def build_versions(article: Selection, others: list[Selection],
     same = [other for other in others if same_machine(other.results[0].environment, article.results[0].environment)]
     across = not same and bool(others)
     others = same or others
-    comparisons, left_out = [], []
+    comparisons, left_out, versions = [], [], {}
     for other in sorted(others, key=lambda s: s.environment):
         try:
             comparisons.append(compare(uncapped(other), uncapped(article)))
         except NothingComparedError:  # another method version's rows only, or none on both sides
             left_out.append(other.environment)
+            continue
+        versions[other.environment] = library_versions(other.results[0].environment)
     machines = next((c for c in comparisons if not c.library_changes and c.differences), None)
     releases = tuple(release(comparison, history, machines) for comparison in comparisons)
     changes = tuple((chart_label(comparison), row.row, row.change, row.threshold) for comparison in comparisons
@@ -235,6 +245,6 @@ def build_versions(article: Selection, others: list[Selection],
     return VersionsContext(title=f"Memory across library versions: {article.model}", model_name=article.model,
                            newest=article.environment, columns=PAGE_COLUMNS, releases=releases, changes=changes,
                            across_machines=across, history=history,
-                           left_out=tuple(left_out),
+                           left_out=tuple(left_out), verdict=_newest_release(releases, comparisons, versions),
                            exact_rows=sum(row.tensor is not None for comparison in comparisons
                                           for row in comparison.rows))
