@@ -80,16 +80,17 @@ def judged_rows(results: list[RowResult], allocator: str) -> tuple[Judged, ...]:
     for name in {r.model.name for r in rows}:
         others = [r for r in rows if r.model.name != name]
         by_model[name] = process_model(_pairs(others), f"{allocator} without {name}")
-    judged = []
-    for r in sorted(rows, key=lambda r: (r.model.name, r.row.tokens_per_step, r.row.id)):
-        tensor = r.prediction.tensor_peak_bytes  # type: ignore[union-attr]
-        held_out = by_model[r.model.name]
-        judged.append(Judged(
-            model=r.model.name, row=r.row.id, allocator=allocator, tensor_bytes=tensor,
-            measured_bytes=r.summary.net_peak_bytes, low_bytes=r.summary.net_peak_min_bytes,
-            high_bytes=r.summary.net_peak_max_bytes, in_sample_bytes=everything.expected(tensor),
-            out_of_sample_bytes=0 if held_out.source.startswith("no overhead") else held_out.expected(tensor)))
-    return tuple(judged)
+    return tuple(_judged(r, allocator, everything, by_model[r.model.name])
+                 for r in sorted(rows, key=lambda r: (r.model.name, r.row.tokens_per_step, r.row.id)))
+
+
+def _judged(r: RowResult, allocator: str, in_sample: ProcessModel, held_out: ProcessModel) -> Judged:
+    """One measured row against the two lines' predictions (out of sample 0 where the held-out line is none)."""
+    tensor = r.prediction.tensor_peak_bytes  # type: ignore[union-attr]
+    return Judged(model=r.model.name, row=r.row.id, allocator=allocator, tensor_bytes=tensor,
+                  measured_bytes=r.summary.net_peak_bytes, low_bytes=r.summary.net_peak_min_bytes,
+                  high_bytes=r.summary.net_peak_max_bytes, in_sample_bytes=in_sample.expected(tensor),
+                  out_of_sample_bytes=0 if held_out.source.startswith("no overhead") else held_out.expected(tensor))
 
 
 def band(rows: tuple[Judged, ...]) -> float | None:
@@ -109,7 +110,6 @@ def accuracy(results: list[RowResult], allocator: str) -> Accuracy | None:
     return Accuracy(allocator, rows, band(rows)) if rows else None
 
 
-
 def _plain(row: RowSpec) -> bool:
     """A full fine-tune with nothing turned on: fp32, torch's AdamW, no checkpointing, LoRA or saver."""
     return row == RowSpec(Mode.TRAIN, row.batch_size, row.seq_len, allocator=row.allocator)
@@ -125,11 +125,5 @@ def judged_on_plain_rows(results: list[RowResult], allocator: str) -> tuple[Judg
     fitted = process_model(_pairs([r for r in rows if _plain(r.row)]), f"{allocator}, plain full fine-tunes")
     if fitted.source.startswith("no overhead"):
         return ()
-    judged = []
-    for r in sorted((r for r in rows if not _plain(r.row)), key=lambda r: (r.model.name, r.row.id)):
-        tensor, expected = r.prediction.tensor_peak_bytes, fitted.expected(r.prediction.tensor_peak_bytes)  # type: ignore[union-attr]
-        judged.append(Judged(
-            model=r.model.name, row=r.row.id, allocator=allocator, tensor_bytes=tensor,
-            measured_bytes=r.summary.net_peak_bytes, low_bytes=r.summary.net_peak_min_bytes,
-            high_bytes=r.summary.net_peak_max_bytes, in_sample_bytes=expected, out_of_sample_bytes=expected))
-    return tuple(judged)
+    return tuple(_judged(r, allocator, fitted, fitted)
+                 for r in sorted((r for r in rows if not _plain(r.row)), key=lambda r: (r.model.name, r.row.id)))
