@@ -76,7 +76,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory):
         context.close()
 
 
-def _open(browser, url: str, width: int, scheme: str = "light"):
+def _open(browser, url: str, width: int, scheme: str = "light", unfold: bool = True):
+    """A page at a width and scheme, its requests and errors recorded; ``unfold`` opens every folded section
+    (render.py folded), as a reader who opens them sees it, so that what is checked is what can be read."""
     page = browser.new_page()
     page.set_viewport_size({"width": width, "height": 900})
     page.emulate_media(color_scheme=scheme)
@@ -85,6 +87,8 @@ def _open(browser, url: str, width: int, scheme: str = "light"):
     page.on("console", lambda message: seen["errors"].append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: seen["errors"].append(str(error)))
     page.goto(url, wait_until="load")
+    if unfold:
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
     return page, seen
 
 
@@ -249,7 +253,12 @@ _CHARTS_INLINE = """async () => {
             const x = Math.min(p.right, q.right) - Math.max(p.left, q.left);
             const y = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
             if (x > 1 && y > 1) overlaps.push([a, b]); }));
-        found.push([img.getAttribute('src'), Math.min(...sizes), inks, marks, overlaps.slice(0, 4)]);
+        const frame = svg.getBoundingClientRect();  // the view box, as drawn: a text past it is cut off
+        const clipped = boxes.filter(([, r]) => r.left < frame.left - 0.5 || r.right > frame.right + 0.5
+                                      || r.top < frame.top - 0.5 || r.bottom > frame.bottom + 0.5)
+            .map(([t, r]) => [t, Math.round(r.left - frame.left), Math.round(frame.right - r.right),
+                              Math.round(r.top - frame.top), Math.round(frame.bottom - r.bottom)]);
+        found.push([img.getAttribute('src'), Math.min(...sizes), inks, marks, overlaps.slice(0, 4), clipped]);
         holder.remove();
     }
     return found;
@@ -266,7 +275,7 @@ def test_chart_text_is_12px_on_a_phone_and_every_ink_reads(browser, server: str,
     page, _ = _open(browser, f"{server}/{name}", 390, scheme)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     band = _rgb(DARK_BAND if scheme == "dark" else BAND)
-    for source, smallest, inks, marks, overlaps in page.evaluate(_CHARTS_INLINE):
+    for source, smallest, inks, marks, overlaps, _ in page.evaluate(_CHARTS_INLINE):
         assert smallest >= 12, (source, smallest)
         assert overlaps == [], (source, overlaps)  # no text box of a chart runs into another
         seen = [(_over(colour, opacity, background), colour) for colour, opacity in inks + marks]
@@ -274,6 +283,33 @@ def test_chart_text_is_12px_on_a_phone_and_every_ink_reads(browser, server: str,
         grounds = [background, band] if len(drawn) < len(seen) else [background]  # what is drawn must read on it
         worst = min((_contrast(colour, ground), raw, ground) for colour, raw in drawn for ground in grounds)
         assert worst[0] >= 4.5, (source, scheme, worst)
+    page.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_no_chart_text_runs_past_its_view_box(browser, server: str, width: int) -> None:
+    """Every text of every chart, drawn in the browser's own font, lies inside its SVG's view box: the versions
+    and history charts once cut their labels at the edge (vl-convert measures text with another font)."""
+    checked = 0
+    for name in PAGES:
+        page, _ = _open(browser, f"{server}/{name}", width)
+        for source, *_, clipped in page.evaluate(_CHARTS_INLINE):
+            checked += 1
+            assert clipped == [], (name, source, clipped[:4])  # text, then its room left, right, top, bottom
+        page.close()
+    assert checked >= 8
+
+
+def test_the_versions_page_answers_first_and_stays_short_on_a_phone(browser, server: str) -> None:
+    """At 390 px, folded as it loads, the versions page is at most 8,000 px tall (it was 48,000, with 28 to 31
+    rows of dashes in its tables) and its verdict is its first paragraph, on the first screen; each comparison
+    and the history open from their headings."""
+    page, _ = _open(browser, f"{server}/versions.html", 390, unfold=False)
+    assert page.evaluate("document.documentElement.scrollHeight") <= 8000
+    paragraphs = page.locator("p")
+    assert paragraphs.nth(1).inner_text().startswith("The verdict first:")  # next to the pages' links
+    assert paragraphs.nth(1).bounding_box()["y"] < 800
+    assert page.locator("details").count() >= 2 and page.locator("details[open]").count() == 0
     page.close()
 
 

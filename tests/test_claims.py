@@ -221,7 +221,7 @@ def test_the_site_charts_name_their_model_machine_and_basis_too() -> None:
     history = HistoryContext(model="tiny", releases=("5.0", "5.24"), failed=(), points=(("train-b1-s256", "5.0", 1.0),),
                              steps=(), seconds="1 s", first="5.0", last="5.24", step_text="1 %")
     subtitle = page_charts.history_chart(history).to_dict()["title"]["subtitle"]
-    assert subtitle[0] == "tiny" and "simulated tensor peaks" in subtitle[1] and "no machine" in subtitle[1]
+    assert subtitle[0] == "tiny" and "simulated tensor peaks" in subtitle[1] and "no machine" in subtitle[2]
     point = AccuracyPoint(model="tiny", row="train-b1-s256", allocator="glibc", measured=10.0, low=9.0, high=11.0,
                           predicted=10.5, held_out=True)
     subtitle = page_charts.accuracy_chart((point,), 0.05, "EPYC").to_dict()["title"]["subtitle"]

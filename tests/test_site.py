@@ -253,3 +253,40 @@ def test_the_versions_verdict_is_the_newest_other_release() -> None:
     releases = re.findall(r"^## transformers ([0-9.]+) → ", versions, re.MULTILINE)
     newest = max(releases, key=Version)
     assert len(releases) >= 2 and f"**The verdict first: transformers {newest} → " in versions.split("\n## ")[0]
+
+
+def _legend_colours(svg: str) -> dict[str, set[str]]:
+    """Each legend label of a built chart with the colours its symbol is drawn in."""
+    found: dict[str, set[str]] = {}
+    entries = re.findall(r'role-legend-symbol[^>]*>(<path[^>]*>)</g><g class="mark-text role-legend-label"[^>]*>'
+                         r'<text[^>]*>([^<]*)</text>', svg)
+    for symbol, label in entries:
+        colours = {c for c in re.findall(r'(?:fill|stroke)="(#[0-9a-fA-F]{6})"', symbol)}
+        if colours:  # a shape legend's symbols are drawn in no colour of their own
+            found.setdefault(label, set()).update(colours)
+    return found
+
+
+def test_a_series_has_one_colour_on_every_chart() -> None:
+    """A set-up, a memory component, an allocator or a step is drawn in one colour wherever it appears: the
+    low-bit chart once drew gradients in the colour the row chart gave quantization constants' place, and the
+    published chart's recipes took their colours from their alphabetical order."""
+    seen: dict[str, dict[str, set[str]]] = {}
+    for svg in sorted((TEMPLATES.parent / "site").glob("*.svg")):
+        for label, colours in _legend_colours(svg.read_text()).items():
+            seen.setdefault(label, {})[svg.name] = colours
+    assert seen, "no legend found in the built charts"
+    for label, charts in seen.items():
+        assert len(set().union(*charts.values())) == 1, (label, charts)
+    shared = [label for label, charts in seen.items() if len(charts) > 1]
+    assert "Generation" in shared and "weights" in shared, shared
+
+
+def test_a_family_keeps_its_colours_whatever_else_is_drawn() -> None:
+    """family_scale gives a label its family's place, not its place among the labels one chart draws."""
+    from generator.report.charts import SETUP_SERIES, family_scale
+
+    alone = family_scale(["QLoRA"], SETUP_SERIES).to_dict()
+    beside = family_scale(["LoRA", "QLoRA", "Inference"], SETUP_SERIES).to_dict()
+    assert alone["range"][0] == beside["range"][1]
+    assert len(set(beside["range"])) == 3

@@ -4,7 +4,7 @@ Every chart carries its scheme's page background and grey text, so it reads on a
 code host's dark theme alike; they are drawn narrow with large type, so they stay legible scaled to a phone."""
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import altair as alt
@@ -13,6 +13,7 @@ import vl_convert
 from generator.matrix import DEFAULT_ALLOCATOR, Mode, parse_row
 from generator.report.article import PageContext
 from generator.report.low_bit import LowBitSection
+from generator.report.published_page import KIND_LABELS
 from generator.report.views import PART_LABELS, Part, RowView
 from generator.units import MIB
 
@@ -32,10 +33,26 @@ PAGE, DARK_PAGE = "#fdfdfc", "#15171a"
 GRID = "#8080804d"
 
 
+# One colour per series on every chart (tests/test_site.py reads the legends of every built SVG): each family's
+# series keep their places in the palette wherever they are drawn, whatever else a chart shows beside them.
+SETUP_SERIES = (*KIND_LABELS.values(), "Inference")  # the set-ups, in the words of the published page's groups
+STEP_SERIES = ("step 1", "step 2")
+
+
+def family_scale(labels: Sequence[str], family: Sequence[str]) -> alt.Scale:
+    """A colour scale on which each label drawn keeps its family's place in the palette (a label the family does
+    not list takes the places after the family's, in the order drawn); the legend lists them as ``labels`` does."""
+    domain = list(dict.fromkeys(labels))
+    extra = [label for label in domain if label not in family]
+    places = {**{label: i for i, label in enumerate(family)},
+              **{label: len(family) + i for i, label in enumerate(extra)}}
+    return alt.Scale(domain=domain, range=[PALETTE[places[label] % len(PALETTE)][0] for label in domain])
+
+
 def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     """The shared look: transparent, grey ink, type large enough to survive scaling to a phone."""
     # padding: vl-convert measures labels with its own font, a browser draws them with the reader's
-    return (chart.properties(padding={"left": 24, "right": 12, "top": 6, "bottom": 6})
+    return (chart.properties(padding={"left": 24, "right": 24, "top": 6, "bottom": 6})
             .configure(background=PAGE, font="system-ui, sans-serif")
             .configure_axis(labelColor=INK, titleColor=INK, gridColor=GRID, domainColor=INK, tickColor=INK,
                             labelFontSize=14, titleFontSize=14)
@@ -68,7 +85,7 @@ def memory_by_row(context: PageContext) -> alt.Chart:
     return alt.Chart(alt.Data(values=records), title=title).mark_bar().encode(
         y=alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220)),
         x=alt.X("sum(MiB):Q", title="net peak, MiB", axis=alt.Axis(tickCount=3)),
-        color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
+        color=alt.Color("component:N", title=None, scale=_components(records),
                         legend=alt.Legend(orient="bottom", columns=1)),
         order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
     ).properties(width=200)
@@ -97,10 +114,16 @@ def low_bit_chart(section: LowBitSection) -> alt.Chart:
         y=alt.Y("row:N", sort=list(labels), title=None, scale=alt.Scale(paddingInner=0.4),
                 axis=alt.Axis(labelExpr=f"{json.dumps(labels)}[datum.label]", labelLineHeight=15, labelLimit=0)),
         x=alt.X("sum(MiB):Q", title="net peak, MiB", axis=alt.Axis(tickCount=3)),
-        color=alt.Color("component:N", sort=COMPONENT_ORDER, title=None,
+        color=alt.Color("component:N", title=None, scale=_components(records),
                         legend=alt.Legend(orient="bottom", columns=1)),
         order=alt.Order("order:Q"), tooltip=["row:N", "component:N", alt.Tooltip("MiB:Q", format=",.0f")],
     ).properties(width=170, height={"step": 48})
+
+
+def _components(records: list[dict]) -> alt.Scale:
+    """The components drawn, in the stacking order, each in its colour on every chart."""
+    drawn = {record["component"] for record in records}
+    return family_scale([label for label in COMPONENT_ORDER if label in drawn], COMPONENT_ORDER)
 
 
 def _slice(row: str, part: Part, n_bytes: int) -> dict:
@@ -124,10 +147,16 @@ def _split(row: RowView) -> list[tuple[Part, int]]:
 LINE_STEPS = 24  # segments of the fitted line on the log axis
 
 
+FITTED = KIND_LABELS["full"]  # the peak-vs-tokens series the dashed line is fitted on
+
+
 def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
-    """Net peak against tokens per step, with the least-squares line over plain training rows."""
+    """Net peak against tokens per step, with the least-squares line over the plain training rows it was fitted
+    on: those rows are the one filled series, every other row a ring of its own series."""
+    fit = context.findings.fit
+    fitted_rows = set(fit.rows) if fit is not None else set()
     points: list[dict[str, Any]] = [{"tokens": row.tokens, "MiB": row.net.n_bytes / MIB, "row": row.id,
-               "kind": _token_series(row.mode, row.seq_len, context)}
+               "kind": _token_series(row, fitted_rows, context.rows[0].seq_len)}
               for row in context.rows if row.net and row.dtype == "float32"
               and not row.gradient_checkpointing and not row.lora_rank]
     # tokens on a log scale: a 32 × 512 inference row sits 4× past the largest training row, and a linear axis
@@ -137,35 +166,45 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     ticks = [4**k for k in range(12) if min(tokens) <= 4**k <= max(tokens)]
     x = alt.X("tokens:Q", title=["tokens per step (batch × length)", "log scale"],
               scale=alt.Scale(type="log", base=2, nice=False), axis=alt.Axis(values=ticks, format=","))
+    series = sorted({str(point["kind"]) for point in points}, key=lambda label: (label != FITTED, label))
     scatter = alt.Chart(alt.Data(values=points)).mark_point(strokeWidth=2.5).encode(
         x=x,
         y=alt.Y("MiB:Q", title="net peak, MiB"),
-        color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
-        shape=alt.Shape("kind:N", title=None),
-        # rows at another length are drawn as large rings, so a point of the same tokens never hides them
-        size=alt.condition(alt.datum.kind == "training (fitted)", alt.value(70), alt.value(320)),
-        fill=alt.condition(alt.datum.kind == "training (fitted)", alt.Fill("kind:N", legend=None),
+        color=alt.Color("kind:N", title=None, scale=family_scale(series, SETUP_SERIES),
+                        legend=alt.Legend(orient="bottom", columns=1)),
+        shape=alt.Shape("kind:N", title=None, scale=alt.Scale(domain=series)),  # one legend with the colours
+        # every other series is drawn as large rings, so a point of the same tokens never hides them
+        size=alt.condition(alt.datum.kind == FITTED, alt.value(70), alt.value(320)),
+        fill=alt.condition(alt.datum.kind == FITTED, alt.Fill("kind:N", legend=None,
+                                                                 scale=family_scale(series, SETUP_SERIES)),
                            alt.value("transparent")),
         tooltip=["row:N", alt.Tooltip("MiB:Q", format=",.0f")],
     )
     layers = [scatter]
-    fit = context.findings.fit
-    fitted = [row.tokens for row in context.rows if fit is not None and row.id in fit.rows]
+    fitted = [row.tokens for row in context.rows if row.id in fitted_rows]
     if fit is not None and fitted:
         low, high = min(fitted), max(fitted)  # the line over the rows it was fitted on, not beyond them
         xs = [low * (high / low) ** (step / LINE_STEPS) for step in range(LINE_STEPS + 1)]
         line = [{"tokens": x, "MiB": (fit.intercept.n_bytes + fit.per_token.n_bytes * x) / MIB} for x in xs]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(strokeDash=[4, 3], color=INK).encode(
             x=x, y="MiB:Q"))
-    title = titled("Peak against tokens per step", context, "net peak; dashed: the fit over plain training")
+    title = titled("Peak against tokens per step", context,
+                   "net peak; filled, dashed: the fit's rows")
     return alt.layer(*layers, title=title).properties(width=270, height=260)
 
 
-def _token_series(mode: str, seq_len: int, context: PageContext) -> str:
-    fit_length = context.rows[0].seq_len if context.rows else seq_len
-    if mode in (Mode.INFERENCE, Mode.GENERATE):
-        return mode
-    return "training (fitted)" if seq_len == fit_length else f"training at length {seq_len}"
+def _token_series(row: RowView, fitted: set[str], fit_length: int) -> str:
+    """A row's series: generation, inference, the fit's own rows, or another full fine-tune (mixed precision,
+    another length, or left out of the fit), named for what sets it apart."""
+    if row.mode == Mode.GENERATE:
+        return KIND_LABELS["generate"]
+    if row.mode == Mode.INFERENCE:
+        return "Inference"
+    if row.id in fitted:
+        return FITTED
+    apart = ("mixed precision" if parse_row(row.id).amp else
+             f"length {row.seq_len:,}" if row.seq_len != fit_length else "not in the fit")
+    return f"{FITTED.split()[0]}, {apart}"  # "Full, length 1,024": short enough for a phone's legend
 
 
 def fixes(context: PageContext) -> alt.TopLevelMixin:
@@ -207,7 +246,8 @@ def two_steps(context: PageContext) -> alt.TopLevelMixin:
     return alt.layer(
         base.mark_bar().encode(x=alt.X("MiB:Q", title="net peak of the phase, MiB", axis=alt.Axis(tickCount=3)),
                                y=alt.Y("phase:N", sort=order, title=None),
-                               color=alt.Color("step:N", title=None, legend=alt.Legend(orient="bottom"))),
+                               color=alt.Color("step:N", title=None, legend=alt.Legend(orient="bottom"),
+                                               scale=family_scale(STEP_SERIES, STEP_SERIES))),
         alt.Chart(alt.Data(values=[{"x": step1}])).mark_rule(color=INK, strokeDash=[4, 3]).encode(x="x:Q"),
     ).properties(width=200)
 

@@ -5,8 +5,8 @@ import json
 
 import altair as alt
 
-from generator.matrix import DEFAULT_ALLOCATOR, parse_row
-from generator.report.charts import BAND, INK
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, parse_row
+from generator.report.charts import BAND, INK, SETUP_SERIES, family_scale
 from generator.report.fit_page import AccuracyPoint
 from generator.report.history import HistoryContext
 from generator.report.published_page import ChartPoint as PublishedPoint
@@ -37,7 +37,7 @@ def versions_chart(context: VersionsContext) -> alt.TopLevelMixin:
         y=y, x="low:Q", x2="high:Q")
     dots = alt.Chart(alt.Data(values=points)).mark_point(size=70, filled=True, opacity=1).encode(
         y=y,
-        x=alt.X("change %:Q", title=["change of net peak against the newest, %", "(grey: the row's threshold)"]),
+        x=alt.X("change %:Q", title=["change of net peak", "against the newest, %", "(grey: the row's threshold)"]),
         color=alt.Color("release:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=230)),
         shape=alt.Shape("release:N", title=None), tooltip=["release:N", "row:N", "change %:Q"])
     zero = alt.Chart(alt.Data(values=[{"x": 0}])).mark_rule(color=INK).encode(x="x:Q")
@@ -69,7 +69,7 @@ def history_chart(history: HistoryContext) -> alt.TopLevelMixin:
         layers.append(alt.Chart(alt.Data(values=marks)).mark_point(shape="diamond", size=160, filled=False,
                                                                    strokeWidth=2).encode(x=x, y="MiB:Q"))
     title = alt.TitleParams("Tensor peak by transformers release", subtitleColor=INK, subtitleFontSize=14,
-                            subtitle=[history.model, "simulated tensor peaks: no machine, only the releases",
+                            subtitle=[history.model, "simulated tensor peaks:", "no machine, only the releases",
                                       f"steps of {history.step_text} or more marked"])
     return alt.layer(*layers, title=title).properties(width=280, height=320)
 
@@ -87,6 +87,7 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float, machine: st
     factors = (("y = x", 1.0), ("above", 1 + within), ("below", 1 - within))
     lines = [{"x": x, "y": x * factor, "line": name} for x in ends for name, factor in factors]
     scale = alt.Scale(type="log", domain=ends)
+    colours = family_scale([name for name in ALLOCATORS if name in {p.allocator for p in shown}], ALLOCATORS)
     ticks = [v for v in (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000) if ends[0] <= v <= ends[1]]
     x = alt.X("measured:Q", title="measured net peak, MiB", scale=scale, axis=alt.Axis(values=ticks))
     y = alt.Y("predicted:Q", title="predicted, MiB", scale=scale, axis=alt.Axis(values=ticks))
@@ -94,9 +95,10 @@ def accuracy_chart(points: tuple[AccuracyPoint, ...], within: float, machine: st
         x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale), detail="line:N",
         strokeDash=alt.condition(alt.datum.line == "y = x", alt.value([1, 0]), alt.value([4, 3])))
     spread = alt.Chart(alt.Data(values=data)).mark_rule(strokeWidth=2).encode(
-        x=alt.X("low:Q", scale=scale), x2="high:Q", y=y, color=alt.Color("allocator:N", title=None))
+        x=alt.X("low:Q", scale=scale), x2="high:Q", y=y, color=alt.Color("allocator:N", title=None, scale=colours))
     dots = alt.Chart(alt.Data(values=data)).mark_point(size=60, strokeWidth=2).encode(
-        x=x, y=y, color=alt.Color("allocator:N", title=None, legend=alt.Legend(orient="top", direction="horizontal")),
+        x=x, y=y, color=alt.Color("allocator:N", title=None, scale=colours,
+                                  legend=alt.Legend(orient="top", direction="horizontal")),
         shape=alt.Shape("model:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
         tooltip=["model:N", "row:N", "allocator:N", "judged:N", alt.Tooltip("measured:Q", format=",.0f"),
                  alt.Tooltip("predicted:Q", format=",.0f")])
@@ -116,17 +118,19 @@ def published_chart(points: tuple[PublishedPoint, ...]) -> alt.TopLevelMixin:
     factors = (("y = x", 1.0), ("+10 %", 1.10), ("-5 %", 0.95))
     lines = [{"x": x, "y": x * factor, "line": name} for x in (0, top) for name, factor in factors]
     scale = alt.Scale(domain=[0, top])
+    recipes = [label for label in SETUP_SERIES if label in {p.kind for p in points}]
     guide = alt.Chart(alt.Data(values=lines)).mark_line(color=INK, strokeWidth=1).encode(
         x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale), detail="line:N",
         strokeDash=alt.condition(alt.datum.line == "y = x", alt.value([1, 0]), alt.value([4, 3])))
     dots = alt.Chart(alt.Data(values=data)).mark_point(size=70, strokeWidth=2, filled=True).encode(
         x=alt.X("published:Q", title="published peak, GiB", scale=scale),
         y=alt.Y("simulated:Q", title="simulated GPU tensor peak, GiB", scale=scale),
-        color=alt.Color("recipe:N", title=None, legend=alt.Legend(orient="bottom", columns=2)),
-        shape=alt.Shape("recipe:N", title=None),
+        color=alt.Color("recipe:N", title=None, legend=alt.Legend(orient="bottom", columns=2),
+                        scale=family_scale(recipes, SETUP_SERIES)),
+        shape=alt.Shape("recipe:N", title=None, scale=alt.Scale(domain=recipes)),  # one legend with the colours
         tooltip=["entry:N", "recipe:N", alt.Tooltip("published:Q", format=".2f"),
                  alt.Tooltip("simulated:Q", format=".2f")])
     title = alt.TitleParams("Simulated against published", subtitleColor=INK, subtitleFontSize=14, subtitle=[
-        "published: max_memory_allocated() on the source's card", "simulated: the GPU program's tensor peak",
+        "published: max_memory_allocated()", "on the source's card", "simulated: the GPU program's tensor peak",
         "solid: y = x; dashed: -5 % and +10 %"])
     return alt.layer(guide, dots, title=title).properties(width=260, height=260)

@@ -86,11 +86,22 @@ def markdown_to_html(markdown: str) -> str:
 def render_page(name: str, context: Page) -> dict[str, str]:
     """One page as Markdown (name.md) and as HTML (name.html)."""
     markdown = markdown_environment().get_template(f"{name}.md.j2").render(context.__dict__)
+    body = _body(markdown, getattr(context, "calculator", None))
     html = html_environment().get_template("layout.html.j2").render(
         title=one_line(context.title),  # autoescaped, and no control character reaches <title> either
-        body=Markup(_body(markdown, getattr(context, "calculator", None))),
+        body=Markup(folded(body) if getattr(context, "folded", False) else body),
         stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
     return {f"{name}.md": markdown, f"{name}.html": html}
+
+
+def folded(html: str) -> str:
+    """The page with each second-level section folded under its heading (a <details> whose summary is the
+    heading), so that a long page's first screen is its answer and the sections' headings; the Markdown twin,
+    which a code host renders, stays unfolded. The html is markdown_to_html's, which passes no raw HTML through,
+    so every '<h2' in it is a heading."""
+    head, *sections = html.split("<h2")
+    return head + "".join(f"<details><summary><h2{section[:section.index('</h2>') + 5]}</summary>"
+                          f"{section[section.index('</h2>') + 5:]}</details>\n" for section in sections)
 
 
 def _body(markdown: str, calculator) -> str:  # calculator: CalculatorData | None

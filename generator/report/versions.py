@@ -48,6 +48,7 @@ class VersionsContext:
     exact_rows: int = 0  # rows whose two sides carry simulations of one simulator: the tensors (exact) column
     left_out: tuple[str, ...] = ()  # other environments of the model none of whose rows can be compared
     verdict: Release | None = None  # the newest other release against the article's: the page's first answer
+    folded: bool = True  # each comparison's section folded under its heading in the HTML (render.py folded)
 
 
 # The page's tables leave out the threshold's source and the phases, which `memory-budget diff` prints, so that
@@ -90,7 +91,19 @@ def describe(row: RowDiff | None) -> str:
     beyond = "beyond" if row.verdict in (Verdict.MORE, Verdict.LESS) else "within"
     sign = f"{signed_percent(row.change)} ({signed_mib(row.change_bytes)})"
     return (f"{row.row}: {sign}, most in {row.moved_most or 'no phase'}; {beyond} its "
-            f"{row.threshold * 100:.1f} % threshold ({row.threshold_source})")
+            f"{row.threshold * 100:.1f} % threshold ({row.threshold_source}){_tensors_or_allocator(row)}")
+
+
+def _tensors_or_allocator(row: RowDiff) -> str:
+    """Whether the row's simulated tensors moved with it (the library's doing) or not a byte (the allocator's or
+    the process's); '' where the two sides carry no comparable simulation."""
+    tensor = row.tensor
+    if tensor is None:
+        return ""
+    if tensor.verdict == Verdict.SAME:
+        return "; its simulated tensors did not move a byte: the allocator or the process, not the tensors"
+    return (f"; its simulated tensors moved {signed_percent(tensor.change)} ({signed_mib(tensor.change_bytes)}), "
+            f"most in {tensor.moved_most}: the tensors, the library's doing")
 
 
 @dataclass(frozen=True)
