@@ -167,16 +167,16 @@ def peak_vs_tokens(context: PageContext) -> alt.TopLevelMixin:
     x = alt.X("tokens:Q", title=["tokens per step (batch × length)", "log scale"],
               scale=alt.Scale(type="log", base=2, nice=False), axis=alt.Axis(values=ticks, format=","))
     series = sorted({str(point["kind"]) for point in points}, key=lambda label: (label != FITTED, label))
+    colours = family_scale(series, SETUP_SERIES)  # the stroke's and the fitted series' fill
     scatter = alt.Chart(alt.Data(values=points)).mark_point(strokeWidth=2.5).encode(
         x=x,
         y=alt.Y("MiB:Q", title="net peak, MiB"),
-        color=alt.Color("kind:N", title=None, scale=family_scale(series, SETUP_SERIES),
+        color=alt.Color("kind:N", title=None, scale=colours,
                         legend=alt.Legend(orient="bottom", columns=1)),
         shape=alt.Shape("kind:N", title=None, scale=alt.Scale(domain=series)),  # one legend with the colours
         # every other series is drawn as large rings, so a point of the same tokens never hides them
         size=alt.condition(alt.datum.kind == FITTED, alt.value(70), alt.value(320)),
-        fill=alt.condition(alt.datum.kind == FITTED, alt.Fill("kind:N", legend=None,
-                                                                 scale=family_scale(series, SETUP_SERIES)),
+        fill=alt.condition(alt.datum.kind == FITTED, alt.Fill("kind:N", legend=None, scale=colours),
                            alt.value("transparent")),
         tooltip=["row:N", alt.Tooltip("MiB:Q", format=",.0f")],
     )

@@ -100,8 +100,9 @@ def folded(html: str) -> str:
     which a code host renders, stays unfolded. The html is markdown_to_html's, which passes no raw HTML through,
     so every '<h2' in it is a heading."""
     head, *sections = html.split("<h2")
-    return head + "".join(f"<details><summary><h2{section[:section.index('</h2>') + 5]}</summary>"
-                          f"{section[section.index('</h2>') + 5:]}</details>\n" for section in sections)
+    parts = [section.partition("</h2>") for section in sections]
+    return head + "".join(f"<details><summary><h2{heading}</h2></summary>{rest}</details>\n"
+                          for heading, _, rest in parts)
 
 
 def _body(markdown: str, calculator) -> str:  # calculator: CalculatorData | None
