@@ -177,6 +177,7 @@ def test_the_search_answers_exactly_on_any_growing_curve() -> None:
             def __init__(self) -> None:
                 self.cache: dict[str, int] = {}
                 self.host: dict[str, int] = {}  # no host memory beside the card
+                self.curves: dict = {}  # no recorded curve: the search simulates
                 self.parameters = 0
 
             def peak(self, row_id: str) -> int:

@@ -142,6 +142,7 @@ class _Curve:
     def __init__(self, peak, fail: Exception | None = None) -> None:
         self.curve, self.fail, self.cache, self.parameters = peak, fail, {}, 0
         self.host: dict[str, int] = {}  # no host memory beside the card
+        self.curves: dict = {}  # no recorded curve: every answer is searched over simulations
 
     def peak(self, row_id: str) -> int:
         if self.fail is not None:

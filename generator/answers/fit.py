@@ -44,6 +44,8 @@ class FitAnswer:
     allowance_ppm: int = PPM  # the allowance on the simulated reserve in the peaks (QLoRA's on a GPU), per million
     host_bytes: int = 0  # on a GPU, the host memory beside the card at that batch (paged state, offloaded
     # activations: generator/predict/cuda_program.py), which the card's figure leaves out
+    past_curve: bool = False  # read from a curve whose every simulated batch fits, short of the batch limit
+    read_from: str = ""  # the curves' file where the answer was read from one (answers/from_curve.py), not simulated
 
 
 def card_needs(reserved_bytes: int, allowance_ppm: int = PPM) -> int:

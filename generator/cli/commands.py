@@ -220,7 +220,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from generator.answers.published import qlora_ppm
     from generator.cli.confirm import confirm
     from generator.measure.environment import collect_environment
-    from generator.predict.fit import Predictor, fit
+    from generator.predict.fit import Predictor, fit, recorded_curves
     from generator.predict.fit_report import render_json, render_text
     from generator.predict.parallel import default_workers
 
@@ -247,8 +247,10 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.margin is None:  # after the model is checked, so that bad input is refused in one line
         args.margin, why = validated_margin(args.measurements, args.allocator, args.target, collect_environment())
         print(f"margin {args.margin:.0%}: {why}", file=sys.stderr)
-    answers = fit(Predictor(source, model, target=args.target, sharding=sharding,
-                            qlora_ppm=qlora_ppm(args.measurements, args.target), extra=args.with_tokens),
+    ppm = qlora_ppm(args.measurements, args.target)
+    curves = {} if args.simulate else recorded_curves(args.measurements, source, collect_environment())
+    answers = fit(Predictor(source, model, target=args.target, sharding=sharding, qlora_ppm=ppm,
+                            extra=args.with_tokens, curves=curves),
                   args.seq, args.budget, args.margin, kinds=kinds_here(), workers=workers)
     render = render_json if args.format == "json" else render_text
     sys.stdout.write(render(answers, source.name, args.budget, args.margin, model, args.target, sharding,

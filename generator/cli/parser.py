@@ -245,6 +245,9 @@ def _fit(commands: argparse._SubParsersAction, shared: dict) -> None:
     fit.add_argument("--jobs", type=positive_int, metavar="N",
                      help="simulations run side by side, one process each (default: this machine's cores); "
                      "the answers are the same for any N")
+    fit.add_argument("--simulate", action="store_true",
+                     help="simulate every batch the search asks, even where a curve recorded under these library "
+                     "versions (the site's, or one of --record's) covers the budget and answers as the fit page does")
     fit.add_argument("--confirm", action="store_true",
                      help="with --target cpu: measure two real steps at each answer and at the next batch, where "
                      "they fit this machine")

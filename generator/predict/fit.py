@@ -8,18 +8,24 @@ for what the simulation does not see (the allocator's fragmentation, a GPU's con
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
-from generator.answers.fit import STATED_MARGIN, FitAnswer, answer_within, expected_peak, usable_bytes
-from generator.answers.published import PPM, row_ppm
+from generator.answers.fit import STATED_MARGIN, FitAnswer, answer_within, expected_peak, search_text, usable_bytes
+from generator.answers.from_curve import curve_answer
+from generator.answers.published import PPM, qlora_ppm, row_ppm
 from generator.answers.setups import KINDS, START_ORDER, row_template
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
 from generator.model_source import ModelError, ModelSource
 from generator.predict import parallel
-from generator.predict.simulate import simulate_kept_part
+from generator.predict.simulate import METHOD, simulate_kept_part
 from generator.quantize import uses_bitsandbytes
+from generator.store.environment import Environment
+from generator.store.fit_table import Curve, find_fit, libraries
+from generator.store.layout import FIT_FILE
+from generator.store.recorded_curves import RECORDED_FOLDER, find_recorded
 from generator.units import format_mib
 
 TARGETS = {  # where a budget lives -> what is added to the simulated tensors
@@ -49,14 +55,16 @@ class Predictor:
     key of matrix.SHARDED_KINDS and a number of GPUs), one card's peak of each training row. The simulator is
     the target's program (target_program) unless another is given. On a GPU a 4-bit row's reserve carries
     ``qlora_ppm``, QLoRA's allowance from the published peaks (answers/published.py suite_allowance); ``extra``:
-    the tokens `fit --with` adds to each training set-up."""
+    the tokens `fit --with` adds to each training set-up; ``curves``: the model's recorded curves by (set-up,
+    length), each with its file, which answer where they cover the budget (read_curve)."""
 
     def __init__(self, source: ModelSource, model: ProcessModel,
                  simulator: Callable[[RowSpec, ModelSource], object] | None = None, target: str = "cpu",
-                 sharding: tuple[str, int] | None = None, qlora_ppm: int = PPM, extra: tuple[str, ...] = ()) -> None:
+                 sharding: tuple[str, int] | None = None, qlora_ppm: int = PPM, extra: tuple[str, ...] = (),
+                 curves: dict[tuple[str, int], tuple[Curve, str]] | None = None) -> None:
         self.source, self.model, self.target = source, model, target
         self.simulator = simulator or target_program(target)
-        self.sharding, self.qlora_ppm, self.extra = sharding, qlora_ppm, extra
+        self.sharding, self.qlora_ppm, self.extra, self.curves = sharding, qlora_ppm, extra, curves or {}
         self.cache: dict[str, int] = {}
         self.host: dict[str, int] = {}  # a GPU row's host memory beside the card (paged state, offloaded copies)
         self.parameters = 0  # the base model's, as the first simulation counted them
@@ -64,7 +72,7 @@ class Predictor:
     def fresh(self) -> "Predictor":
         """A predictor like this one, with nothing simulated yet."""
         return Predictor(self.source, self.model, self.simulator, self.target, self.sharding, self.qlora_ppm,
-                         self.extra)
+                         self.extra, self.curves)
 
     def allowance(self, row: RowSpec) -> int:
         """The allowance on a row's simulated reserve, per million: QLoRA's on a GPU, else none."""
@@ -87,9 +95,57 @@ class Predictor:
         return self.cache[row_id]
 
 
+def read_curve(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer | None:
+    """The answer read from the set-up's recorded curve by the fit page's rule (answers/from_curve.py), where one
+    is held for this row, this target's program reads it (a CPU's tensor peak, a GPU's default reserve) and it
+    covers the budget; None where the search must simulate: past the curve, or with --with or sharding. On a GPU,
+    a row with host memory beside the card (paged state, offloaded activations), which no curve holds, simulates
+    its answer's batch, a simulated batch of the curve, for it."""
+    curve, path = predictor.curves.get((kind, seq_len), (None, ""))
+    template = predictor.template(kind)
+    if curve is None or predictor.target not in ("cpu", "gpu") or template != KINDS[kind]:
+        return None  # no curve, or one of another program than this answer's
+    if curve.row != template.replace("{s}", str(seq_len)):
+        return None
+    answer = curve_answer(curve, predictor.target, usable, predictor.model, predictor.qlora_ppm)
+    if answer.past_curve:
+        return None
+    row = parse_row(answer.row)
+    host = predictor.target == "gpu" and answer.batch > 0 and (row.offload or row.optimizer == "paged_adamw8bit")
+    simulations = 0
+    if host:
+        predictor.peak(answer.row)
+        simulations = 1
+    return replace(answer, allowance_ppm=predictor.allowance(row), read_from=path, simulations=simulations,
+                   host_bytes=predictor.host.get(answer.row, 0))
+
+
+def recorded_curves(root: Path, source: ModelSource,
+                    environment: Environment) -> dict[tuple[str, int], tuple[Curve, str]]:
+    """This config's curves recorded under these library versions, this simulator and this search (its GPU
+    edges with QLoRA's allowance as it stands), by (set-up, length), each with its file, as the fit page's
+    calculator offers them (report/calculator.py offered): the site's table's (_fit.toml) first, then those
+    `fit --model X --record` wrote."""
+    search, table = search_text(qlora_ppm(root, "gpu")), find_fit(root, environment)
+    found: dict[tuple[str, int], tuple[Curve, str]] = {}
+    if table is not None and (table.simulator, table.search) == (METHOD, search):
+        found = {(c.kind, c.seq_len): (c, f"{table.environment}/{FIT_FILE}")
+                 for c in (*table.curves, *table.other_lengths) if c.config_sha256 == source.config_sha256}
+    for recorded in find_recorded(root, libraries(environment), METHOD, search):
+        path = f"{recorded.environment}/{RECORDED_FOLDER}/{recorded.model}.toml"
+        for c in recorded.curves:
+            if c.config_sha256 == source.config_sha256:
+                found.setdefault((c.kind, c.seq_len), (c, path))
+    return found
+
+
 def largest_batch(predictor: Predictor, kind: str, seq_len: int, usable: int) -> FitAnswer:
-    """The largest batch of a set-up whose simulated prediction is within the usable budget, by the answers'
-    one search (generator/answers/fit.py), with how many simulations it took."""
+    """The largest batch of a set-up within the usable budget: read from its recorded curve where one covers
+    the budget (read_curve), else by the answers' one search over simulations (generator/answers/fit.py), with
+    how many simulations it took."""
+    read = read_curve(predictor, kind, seq_len, usable)
+    if read is not None:
+        return read
     template, before = predictor.template(kind), len(predictor.cache)
     found = answer_within(kind, template.format(b="{b}", s=seq_len),
                           lambda batch: predictor.peak(template.format(b=batch, s=seq_len)), usable,

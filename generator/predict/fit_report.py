@@ -48,7 +48,7 @@ def render_text(answers: list[FitAnswer], model: str, budget: int, margin: float
         lines.append(f"  {kind}: batch {answer.batch} ({answer.row}, {format_mib(answer.predicted_bytes)}; "
                      f"{following}{host})")
     lines.append(f"  {overhead_text(process, target)}")
-    lines += [f"  {line}" for line in allowance_lines(answers, target)]
+    lines += [f"  {line}" for line in allowance_lines(answers, target) + read_lines(answers)]
     return "".join(plain_terminal_text(line) + "\n" for line in lines)  # a model's name is data
 
 
@@ -76,6 +76,14 @@ def allowance_lines(answers: list[FitAnswer], target: str) -> list[str]:
                 "published QLoRA peak exceeded its simulation (`memory-budget published`, the site's published page)"]
     return ["QLoRA: no published-figures suite was found to set its allowance; its answer is the bare "
             "simulation, which fell short of published QLoRA peaks by up to a fifth"] if quantized else []
+
+
+def read_lines(answers: list[FitAnswer]) -> list[str]:
+    """Which answers were read from a recorded curve rather than simulated, and from which file."""
+    read = [answer.kind for answer in answers if answer.read_from]
+    files = ", ".join(dict.fromkeys(answer.read_from for answer in answers if answer.read_from))
+    return [f"read from the curves recorded in {files}, by the fit page's rule, without simulating: "
+            f"{', '.join(read)} (--simulate simulates them)"] if read else []
 
 
 def render_json(answers: list[FitAnswer], model: str, budget: int, margin: float, process: ProcessModel,

@@ -55,5 +55,8 @@ def cell(answer: FitAnswer) -> str:
     if answer.batch == 0:
         return (f"does not fit: {format_gib_above(answer.predicted_bytes, answer.usable_bytes).removesuffix(' GiB')}"
                 f" > {format_gib(answer.usable_bytes)}")
+    if answer.past_curve:  # the calculator's words too (templates/calculator.js)
+        return (f"beyond the simulated curve (its largest batch, {answer.batch}, takes "
+                f"{format_gib(answer.predicted_bytes)}): ask memory-budget fit --budget for this budget")
     limit = ", the tool's limit" if not answer.next_bytes else ""  # explained under the fit page's tables
     return f"batch {answer.batch} ({format_gib(answer.predicted_bytes)}){limit}"

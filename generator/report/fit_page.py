@@ -3,7 +3,6 @@ the simulated curves (generator/store/fit_table.py) and this environment's proce
 of the predictions on the measured rows. Frozen and typed; the template places values only."""
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,17 +13,16 @@ from generator.answers.fit import (
     GPU_GROUPS_GIB,
     STATED_MARGIN,
     FitAnswer,
-    answer_within,
-    needs,
     usable_bytes,
 )
-from generator.answers.published import PPM, row_ppm
+from generator.answers.from_curve import curve_answer
+from generator.answers.published import PPM
 from generator.budget import EXAMPLE_CARD_BYTES, ProcessModel
-from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode, batch_limit
+from generator.matrix import ALLOCATORS, DEFAULT_ALLOCATOR, Mode
 from generator.report.between import BetweenText, between_text
 from generator.report.calculator import CalculatorData, calculator_data
 from generator.report.fit_first import FirstLine, card_text, cell, first_lines, legend
-from generator.store.fit_table import Curve, FitTable
+from generator.store.fit_table import FitTable
 from generator.store.recorded_curves import RecordedCurves
 from generator.store.records import RowResult
 
@@ -203,26 +201,14 @@ def site_budgets(cpu_margin: float) -> tuple[Budget, ...]:
     return (*gpus, *(Budget(f"{gib} GiB CPU", gib * GIB, "cpu", cpu_margin, "On a CPU") for gib in CPU_BUDGETS_GIB))
 
 
-def _peak(curve: Curve, budget: Budget, process: ProcessModel, qlora_ppm: int) -> Callable[[int], int]:
-    ppm = row_ppm(curve.row.format(b=1), qlora_ppm)
-    return lambda batch: needs(budget.target, curve.at(batch), curve.cuda_at(batch), process, ppm)  # answers/fit.py
-
-
 def site_answers(table: FitTable, process: ProcessModel, budgets: tuple[Budget, ...],
                  qlora_ppm: int = PPM) -> list[tuple[Budget, FitAnswer]]:
-    """Every curve's answer for every budget: a GPU's with the simulated allocator (and QLoRA's allowance,
-    ``qlora_ppm``, on a 4-bit set-up's reserve), a CPU's with this page's process model."""
-    limit = batch_limit(table.seq_len)
-    answers = []
-    for curve in table.curves:
-        for budget in budgets:
-            peak = _peak(curve, budget, process, qlora_ppm)
-            usable = usable_bytes(budget.n_bytes, budget.margin)
-            settled = curve.batches if budget.target == "gpu" else None  # a reserve is not convex: answers/fit.py
-            answers.append((budget, answer_within(curve.kind, curve.row, peak, usable, limit, settled,
-                                                  model=curve.model, parameters=curve.parameters,
-                                                  budget_bytes=budget.n_bytes)))
-    return answers
+    """Every curve's answer for every budget (answers/from_curve.py, the rule `fit` reads a curve by): a GPU's
+    with the simulated allocator (and QLoRA's allowance, ``qlora_ppm``, on a 4-bit set-up's reserve), a CPU's with
+    this page's process model."""
+    return [(budget, curve_answer(curve, budget.target, usable_bytes(budget.n_bytes, budget.margin), process,
+                                  qlora_ppm, budget_bytes=budget.n_bytes))
+            for curve in table.curves for budget in budgets]
 
 
 def _table(mine: list[tuple[Budget, FitAnswer]], group: str) -> BudgetTable:
