@@ -15,8 +15,8 @@ TINY_MODEL = TESTS / "tiny-llama.json"
 os.environ["MEMORY_BUDGET_CACHE"] = "off"
 
 
-# The two tiers (README, Development): `nox -s tests` runs the fast one, every test not marked slow; `nox -s
-# tests_full` (and CI) runs them all. A test is slow where it measures real worker processes (the measured
+# The two tiers (README, and the docs' Development page): `nox -s tests` runs the fast one, every test not marked
+# slow; `nox -s tests_full` (and CI) runs them all. A test is slow where it measures real worker processes (the measured
 # fixtures below), drives a browser, or is marked so by hand (@pytest.mark.slow, or a file's pytestmark): it
 # simulates a large config or every architecture, or starts many processes.
 SLOW_FIXTURES = ("measured_root", "browser")

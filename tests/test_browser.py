@@ -97,7 +97,7 @@ def test_charts_tables_links_and_network(browser, server: str, name: str) -> Non
     page, seen = _open(browser, f"{server}/{name}", 1280)
     images = page.eval_on_selector_all("img", "els => els.map(e => [e.src, e.naturalWidth, e.clientHeight])")
     assert all(width > 0 and height > 0 for _, width, height in images), images
-    assert page.locator("table").count() > 0
+    assert page.locator("table").count() > 0 or name.startswith("docs")  # a docs page may be prose alone
     links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
     for href in links:
         target, _, anchor = href.partition("#")

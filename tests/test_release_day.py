@@ -149,14 +149,16 @@ def test_the_quick_start_says_which_python_and_how_the_command_gets_on_path() ->
 
     root = Path(__file__).resolve().parent.parent
     needed = tomllib.loads((root / "pyproject.toml").read_text())["project"]["requires-python"]
-    quick = root.joinpath("README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    quick = root.joinpath("README.md").read_text().split("## Set up", 1)[1].split("\n## ", 1)[0]
     assert f"Python {needed.removeprefix('>=')} or newer" in quick
     assert re.search(r"pipx install|uv tool install", quick) and ".nox/measure/bin/memory-budget" in quick
 
 
 def test_one_documented_command_refreshes_for_a_new_release() -> None:
     root = Path(__file__).resolve().parent.parent
-    section = root.joinpath("README.md").read_text().split("## The day a new transformers ships", 1)[1]
+    docs = root.joinpath("templates", "docs-releases.md").read_text()  # the docs page, built into site/
+    assert "nox -s release " in root.joinpath("README.md").read_text()  # in its code block
+    section = docs.split("## The day a new transformers ships", 1)[1]
     section = section.split("\n## ", 1)[0].strip()
     assert "`nox -s release`" in section and len(section.splitlines()) <= 5
     noxfile = root.joinpath("noxfile.py").read_text()

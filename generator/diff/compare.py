@@ -29,7 +29,7 @@ NOISE_FLOOR = 0.05
 NOISE_FLOOR_BYTES = 32 * 2**20
 # Under glibc-tuned every tensor over 128 KiB is its own mapping, returned when freed, so what varies between
 # repeats is little more than the runtime's small allocations. The floor for rows measured under it comes
-# from the noise study in README.md (two separate runs of the whole matrix, diffed).
+# from the noise study in the docs (templates/docs-releases.md) (two separate runs of the whole matrix, diffed).
 TUNED_NOISE_FLOOR = 0.005
 TUNED_NOISE_FLOOR_BYTES = 4 * 2**20
 FLOORS = {"glibc-tuned": (TUNED_NOISE_FLOOR, TUNED_NOISE_FLOOR_BYTES)}

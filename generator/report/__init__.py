@@ -9,6 +9,6 @@
 - ``fit_first``, ``calculator`` and ``sharded``: the fit page's first screen, calculator and several-card answer;
   ``history``: the versions page's release history; ``gpu_validation``: what a GPU confirmed of the GPU figures;
   ``between``: what the fit page says of an answer between simulated batches; ``published_page``: the page
-  of published GPU figures against their simulations.
+  of published GPU figures against their simulations; ``docs``: the docs pages, from templates/docs-*.md.
 
 It imports diff (the versions page), the store and the core; never torch, never predict."""

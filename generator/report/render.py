@@ -87,11 +87,15 @@ def render_page(name: str, context: Page) -> dict[str, str]:
     """One page as Markdown (name.md) and as HTML (name.html)."""
     markdown = markdown_environment().get_template(f"{name}.md.j2").render(context.__dict__)
     body = _body(markdown, getattr(context, "calculator", None))
-    html = html_environment().get_template("layout.html.j2").render(
-        title=one_line(context.title),  # autoescaped, and no control character reaches <title> either
-        body=Markup(folded(body) if getattr(context, "folded", False) else body),
-        stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
+    html = page_html(context.title, folded(body) if getattr(context, "folded", False) else body)
     return {f"{name}.md": markdown, f"{name}.html": html}
+
+
+def page_html(title: str, body: str) -> str:
+    """A page's HTML: the layout around a body the Markdown renderer made, with the inlined stylesheet."""
+    return html_environment().get_template("layout.html.j2").render(
+        title=one_line(title),  # autoescaped, and no control character reaches <title> either
+        body=Markup(body), stylesheet=Markup((templates() / "style.css").read_text(encoding="utf-8")))
 
 
 def folded(html: str) -> str:

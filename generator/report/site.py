@@ -12,6 +12,7 @@ from generator.answers.overhead import overhead_model
 from generator.answers.published import qlora_ppm
 from generator.report.article import OtherModel, PageContext, build_context
 from generator.report.charts import machine_of, render_svgs, to_svg
+from generator.report.docs import render_docs
 from generator.report.fit_page import FitPageContext, build_fit_page
 from generator.report.gpu_validation import (
     checked_cells,
@@ -43,7 +44,7 @@ def render_pages(context: PageContext, versions: VersionsContext | None = None,
     article = replace(context, versions_page=versions is not None, fit_page=fit_page is not None,
                       accuracy_chart=fit_page is not None and bool(fit_page.points),
                       published_page=published is not None)
-    pages = {**render_markdown(article), **render_svgs(context)}
+    pages = {**render_markdown(article), **render_svgs(context), **render_docs()}
     if versions is not None:
         pages.update(render_page("versions", replace(versions, published_page=published is not None)))
         if versions.releases:
