@@ -6,10 +6,12 @@ at or past the curve's last one (the reader's 1,000 GiB, where the page once sai
 
 import json
 from collections import defaultdict
+from pathlib import Path
 
 from conftest import run_cli
 from test_browser import _open, browser, fresh_site, server  # noqa: F401 - the browser suite's fixtures
 
+MEASUREMENTS = Path(__file__).resolve().parent.parent / "measurements"
 POINTS = (  # (model, set-up, GiB typed, tokens a sequence, target)
     ("SmolLM2-135M-Instruct", "full training", 120, 1024, "gpu"),
     ("SmolLM2-135M-Instruct", "full training", 1000, 1024, "gpu"),
@@ -81,7 +83,7 @@ def test_the_calculator_and_fit_give_one_answer_at_20_points(browser, server: st
         assert [int(shown[name]) for name in ("batch", "bytes", "usable")] == [
             found["batch"], found["predicted_bytes"], found["usable_bytes"]], point
         assert shown["text"] == cell(FitAnswer(**{name: found[name] for name in FitAnswer.__dataclass_fields__}))
-        assert found["read_from"], point  # read from the curve the page reads
+        assert (MEASUREMENTS / found["read_from"]).is_file(), point  # read from the curve the page reads
         answered.append(point)
     page.close()
     budgets = {gib for _, _, gib, _, _ in answered + deferred}

@@ -23,9 +23,9 @@ from generator.predict import parallel
 from generator.predict.simulate import METHOD, simulate_kept_part
 from generator.quantize import uses_bitsandbytes
 from generator.store.environment import Environment
-from generator.store.fit_table import Curve, find_fit, libraries
+from generator.store.fit_table import Curve, find_fit_folder, libraries
 from generator.store.layout import FIT_FILE
-from generator.store.recorded_curves import RECORDED_FOLDER, find_recorded
+from generator.store.recorded_curves import RECORDED_FOLDER, recorded_files
 from generator.units import format_mib
 
 TARGETS = {  # where a budget lives -> what is added to the simulated tensors
@@ -126,13 +126,14 @@ def recorded_curves(root: Path, source: ModelSource,
     edges with QLoRA's allowance as it stands), by (set-up, length), each with its file, as the fit page's
     calculator offers them (report/calculator.py offered): the site's table's (_fit.toml) first, then those
     `fit --model X --record` wrote."""
-    search, table = search_text(qlora_ppm(root, "gpu")), find_fit(root, environment)
+    search, held = search_text(qlora_ppm(root, "gpu")), find_fit_folder(root, environment)
     found: dict[tuple[str, int], tuple[Curve, str]] = {}
-    if table is not None and (table.simulator, table.search) == (METHOD, search):
-        found = {(c.kind, c.seq_len): (c, f"{table.environment}/{FIT_FILE}")
+    if held is not None and (held[1].simulator, held[1].search) == (METHOD, search):
+        folder, table = held
+        found = {(c.kind, c.seq_len): (c, f"{folder.name}/{FIT_FILE}")
                  for c in (*table.curves, *table.other_lengths) if c.config_sha256 == source.config_sha256}
-    for recorded in find_recorded(root, libraries(environment), METHOD, search):
-        path = f"{recorded.environment}/{RECORDED_FOLDER}/{recorded.model}.toml"
+    for file, recorded in recorded_files(root, libraries(environment), METHOD, search):
+        path = f"{file.parent.parent.name}/{RECORDED_FOLDER}/{file.name}"
         for c in recorded.curves:
             if c.config_sha256 == source.config_sha256:
                 found.setdefault((c.kind, c.seq_len), (c, path))

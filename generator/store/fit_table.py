@@ -167,10 +167,16 @@ def check_curves(curves: tuple[Curve, ...], path: Path) -> None:
 def find_fit(root: Path, environment: Environment) -> FitTable | None:
     """The curves simulated under this environment's library versions: its own, else another environment's
     with the same versions (tensor peaks do not depend on the machine)."""
+    found = find_fit_folder(root, environment)
+    return None if found is None else found[1]
+
+
+def find_fit_folder(root: Path, environment: Environment) -> tuple[Path, FitTable] | None:
+    """find_fit's table with the environment folder it was read from."""
     wanted = libraries(environment)
     folders = sorted((path.parent for path in layout.fit_files(root)), key=lambda folder: folder.name != environment.id)
     for folder in folders:
         table = load_fit(folder)
         if table is not None and table.libraries == wanted:
-            return table
+            return folder, table
     return None

@@ -74,11 +74,17 @@ def load_recorded(path: Path) -> RecordedCurves:
 def find_recorded(root: Path, libraries: str, simulator: str, search: str) -> tuple[RecordedCurves, ...]:
     """Every model's curves recorded under these library versions, this simulator and this search, in any
     environment of root, by model name (where two environments recorded one name, the one that sorts first)."""
-    found: dict[str, RecordedCurves] = {}
+    return tuple(recorded for _, recorded in recorded_files(root, libraries, simulator, search))
+
+
+def recorded_files(root: Path, libraries: str, simulator: str,
+                   search: str) -> tuple[tuple[Path, RecordedCurves], ...]:
+    """find_recorded's recordings, each with the file it was read from."""
+    found: dict[str, tuple[Path, RecordedCurves]] = {}
     for path in sorted(root.glob(f"*/{RECORDED_FOLDER}/*.toml")) if root.is_dir() else []:
         recorded = load_recorded(path)
         if _under(recorded, libraries, simulator, search):
-            found.setdefault(recorded.model, recorded)
+            found.setdefault(recorded.model, (path, recorded))
     return tuple(found[name] for name in sorted(found))
 
 
