@@ -1,14 +1,14 @@
-"""The command line: `memory-budget measure | probe | predict | fit | build | diff | gpu`.
+"""The command line: `memory-budget measure | probe | predict | fit | build | diff | gpu | published | prune`.
 
 Arguments are parsed into typed values (``parser``) and handed to the command (``commands``), which imports
 its stage when it runs; ``sharding`` checks fit's --gpus and --sharding and names the set-ups whose library is
 missing; ``gpu_kit`` is the GPU validation kit; ``refresh`` orchestrates what a page still needs after `measure`
 (predictions, the step-2 probe, the curves), each step skipped where current; ``confirm`` measures fit's
 answers (`fit --confirm`); ``record`` writes `fit --record`'s curves; ``published`` simulates the
-published-figures suite; ``diff_command`` compares two environments; ``arguments`` checks --model and
---rows for every command that takes them; ``errors`` is the one error of the command line's own. Bad input of
-any kind is reported as one line on stderr with exit status 2; Ctrl-C and SIGTERM end a run cleanly with exit
-status 130."""
+published-figures suite; ``prune`` lists and removes superseded environments; ``diff_command`` compares two
+environments; ``arguments`` checks --model and --rows for every command that takes them; ``errors`` is the one
+error of the command line's own. Bad input of any kind is reported as one line on stderr with exit status 2;
+Ctrl-C and SIGTERM end a run cleanly with exit status 130."""
 
 import gc
 import signal

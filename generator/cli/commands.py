@@ -10,6 +10,7 @@ from generator.cli.arguments import parse_rows, resolved_model
 from generator.cli.diff_command import run_diff
 from generator.cli.errors import UsageError
 from generator.cli.gpu_kit import run_gpu
+from generator.cli.prune import run_prune
 from generator.cli.published import run_published
 from generator.cli.sharding import kinds_here, refuse_sharded, sharding_asked
 from generator.escaping import plain_terminal_text
@@ -261,4 +262,5 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"measure": run_measure, "probe": run_probe, "refresh": run_refresh, "build": run_build, "diff": run_diff,
-            "predict": run_predict, "fit": run_fit, "history": run_history, "gpu": run_gpu, "published": run_published}
+            "predict": run_predict, "fit": run_fit, "history": run_history, "gpu": run_gpu, "published": run_published,
+            "prune": run_prune}

@@ -8,6 +8,7 @@ from pathlib import Path
 from generator.answers.setups import WITH_TOKENS
 from generator.cli.errors import UsageError
 from generator.cli.gpu_kit import add_parser as _gpu
+from generator.cli.prune import add_parser as _prune
 from generator.cli.published import add_parser as _published
 from generator.diff.compare import parse_threshold
 from generator.matrix import (
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memory-budget {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     shared = _parents()
-    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history, _gpu, _published):
+    for add in (_measure, _probe, _refresh, _build, _predict, _fit, _diff, _history, _gpu, _published, _prune):
         add(commands, shared)
     return parser
 

@@ -13,6 +13,7 @@
 - ``history``: the release history's files; ``runlog``: the logs beside the rows; ``simulations``: simulations
   kept on disk; ``configs``: the shipped config a result was measured on; ``plausible``: figures no
   measurement could have produced, refused; ``gpu_context``: what a card held beside the caching allocator;
-  ``published``: the published-figures suite and the answers recorded for it.
+  ``published``: the published-figures suite and the answers recorded for it; ``prune``: which environment
+  folders a newer one of their release supersedes, and their removal.
 
 It imports only the core modules (generator/*.py), never a stage above it."""
