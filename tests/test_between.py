@@ -17,7 +17,7 @@ SIMULATED = (1, 2, 4, 8, 16, 32, 64)
 
 
 def _curve(values: dict[int, int], batches: tuple[int, ...] = SIMULATED, kind: str = "inference") -> Curve:
-    return Curve(model="m", config_sha256="", parameters=1, kind=kind, row="infer-b{b}-s1024", batches=batches,
+    return Curve(model="m", config_sha256="", parameters=1, setup=kind, row="infer-b{b}-s1024", batches=batches,
                  tensor_bytes=tuple(values[b] for b in batches), cuda_bytes=tuple(values[b] for b in batches))
 
 

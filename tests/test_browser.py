@@ -352,7 +352,7 @@ def _python_answer(calculator: dict, model: str, kind: str, seq: int, budget: in
 
     (curve,) = [c for c in calculator["curves"] if (c["model"], c["kind"], c["seq"]) == (model, kind, seq)]
     table = FitTable(libraries="", environment="", seq_len=curve["seq"], curves=(Curve(
-        model=model, config_sha256="", parameters=0, kind=kind, row=curve["row"],
+        model=model, config_sha256="", parameters=0, setup=kind, row=curve["row"],
         batches=tuple(int(v) for v in curve["batches"]), tensor_bytes=tuple(int(v) for v in curve["tensor"]),
         cuda_bytes=tuple(int(v) for v in curve["cuda"])),), example=(), seconds=0.0, simulator="")
     process = ProcessModel(calculator["proportional"], calculator["fixed"], 1, "")

@@ -71,7 +71,7 @@ def test_tokens_or_length_is_judged_against_the_repeats() -> None:
 def _table(peak: int) -> FitTable:
     """The example's rows: the smallest full bf16 training row is the one judged; a larger one, a LoRA row and a
     mixed-precision row with fewer tokens are there so that picking another row changes the share."""
-    curve = Curve(model="Big", config_sha256="x", parameters=P, kind="train-bf16", row="train-b{b}-s512-bf16",
+    curve = Curve(model="Big", config_sha256="x", parameters=P, setup="train-bf16", row="train-b{b}-s512-bf16",
                   batches=(1, 2), tensor_bytes=(peak, 2 * peak), cuda_bytes=(peak, 2 * peak))
     example = (Simulated(model="Big", task="train all of it", row="train-b4-s1024-bf16", tensor_peak_bytes=8 * peak),
                Simulated(model="Big", task="train all of it", row="train-b1-s512-bf16", tensor_peak_bytes=peak),

@@ -70,14 +70,14 @@ def test_the_command_line(tmp_path: Path) -> None:
 
 
 def test_the_site_table_round_trips_and_refuses_what_it_does_not_know(tmp_path: Path) -> None:
-    curve = Curve(model="m", config_sha256="abc", parameters=10, kind="inference", row="infer-b{b}-s64",
+    curve = Curve(model="m", config_sha256="abc", parameters=10, setup="infer", row="infer-b{b}-s64",
                   batches=(1, 2, 4), tensor_bytes=(100, 150, 250), cuda_bytes=(512, 1024, 1536))
     table = FitTable(libraries="torch 1, transformers 2, peft 3", environment="cpu-x", seq_len=1024,
                      curves=(curve,), example=(Simulated(model="m", task="run it", row="infer-b1-s512-bf16",
                                                          tensor_peak_bytes=1),))
     path = save_fit(table, tmp_path)
     assert load_fit(tmp_path) == table
-    path.write_text(path.read_text().replace("schema_version = 3", "schema_version = 9"))
+    path.write_text(path.read_text().replace("schema_version = 4", "schema_version = 9"))
     with pytest.raises(ResultsError, match="schema version 9"):
         load_fit(tmp_path)
     for stale in (1, 2):
@@ -85,21 +85,37 @@ def test_the_site_table_round_trips_and_refuses_what_it_does_not_know(tmp_path: 
         with pytest.raises(ResultsError, match="older release"):
             load_fit(tmp_path)
         path.write_text(path.read_text().replace(f"schema_version = {stale}", "schema_version = 9"))
-    path.write_text(path.read_text().replace("schema_version = 9", "schema_version = 3").replace(
+    path.write_text(path.read_text().replace("schema_version = 9", "schema_version = 4").replace(
         "cuda_bytes = [\n    512,\n", "cuda_bytes = [\n"))
     with pytest.raises(ResultsError, match="GPU reserve"):
         load_fit(tmp_path)
+
+
+def test_a_table_that_filed_its_curves_by_set_up_names_reads_them_by_id(tmp_path: Path) -> None:
+    """Schema 3 (and _curves/ schema 1) keyed each curve by the set-up's name; the loader's one upgrade
+    (store/documents.py) files it by the set-up's id, and a name no set-up had stays as it was."""
+    from generator.answers.setups import BY_ID, BY_NAME
+
+    curves = tuple(Curve(model="m", config_sha256="abc", parameters=10, setup=setup, row="infer-b{b}-s64",
+                         batches=(1, 2), tensor_bytes=(100, 150), cuda_bytes=(512, 1024))
+                   for setup in ("full training", "LoRA on a bf16 base", "a name of another release"))
+    table = FitTable(libraries="torch 1", environment="cpu-x", seq_len=64, curves=curves, example=())
+    path = save_fit(table, tmp_path)
+    path.write_text(path.read_text().replace("schema_version = 4", "schema_version = 3").replace("setup = ", "kind = "))
+    loaded = load_fit(tmp_path)
+    assert [c.setup for c in loaded.curves] == ["full", "bf16-lora", "a name of another release"]  # type: ignore
+    assert all(BY_ID[BY_NAME[name].id].name == name for name in BY_NAME)  # ids and names one to one
 
 
 def test_a_curve_is_exact_at_its_batches_and_on_the_chord_between() -> None:
     """A convex curve whose slope changes at every point: 10 a batch to batch 2, 20 to batch 4, 50 to batch 8.
     Figures by hand: batch 3 lies on the second chord (110 + 20), batch 6 on the third (150 + 2 × 50), batch 10
     past the end on the last segment (350 + 2 × 50); reading the first segment instead gives 120, 150 and 190."""
-    curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s64",
+    curve = Curve(model="m", config_sha256="", parameters=0, setup="infer", row="infer-b{b}-s64",
                   batches=(1, 2, 4, 8), tensor_bytes=(100, 110, 150, 350), cuda_bytes=(200, 220, 300, 700))
     assert [curve.at(b) for b in (1, 2, 3, 4, 6, 8, 10)] == [100, 110, 130, 150, 250, 350, 450]
     assert [curve.cuda_at(b) for b in (1, 3, 6, 10)] == [200, 260, 500, 900]
-    uneven = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s64",
+    uneven = Curve(model="m", config_sha256="", parameters=0, setup="infer", row="infer-b{b}-s64",
                    batches=(1, 4), tensor_bytes=(0, 10), cuda_bytes=(0, 10))
     assert [uneven.at(b) for b in (2, 3)] == [3, 6]  # 10 × 1 / 3 and 10 × 2 / 3, rounded down: never below
 
@@ -133,7 +149,7 @@ def test_site_answers_satisfy_the_fit_condition_on_any_curve() -> None:
         for (b1, b2), slope in zip(pairwise(batches), slopes, strict=True):
             tensor.append(tensor[-1] + slope * (b2 - b1))
         cuda = [t * 2 for t in tensor]
-        curve = Curve(model="m", config_sha256="", parameters=0, kind="inference", row="infer-b{b}-s1024",
+        curve = Curve(model="m", config_sha256="", parameters=0, setup="infer", row="infer-b{b}-s1024",
                       batches=tuple(batches), tensor_bytes=tuple(tensor), cuda_bytes=tuple(cuda))
         process = ProcessModel(proportional, fixed, 3, "a test's")
         table = FitTable(libraries="", environment="", seq_len=1024, curves=(curve,), example=())

@@ -14,7 +14,7 @@ def _curve(kind: str, row: str, per_batch: int) -> Curve:
     """A straight curve simulated at 1, 2, 10 and 11: at the 24 GiB card it holds the batch fit finds (10) and
     the one after it, as the page's curves do, so the GPU answer is that batch."""
     batches = (1, 2, 10, 11)
-    return Curve(model="Big", config_sha256="x", parameters=1_000, kind=kind, row=row, batches=batches,
+    return Curve(model="Big", config_sha256="x", parameters=1_000, setup=kind, row=row, batches=batches,
                  tensor_bytes=tuple(b * per_batch for b in batches), cuda_bytes=tuple(b * per_batch for b in batches))
 
 

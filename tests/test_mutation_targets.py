@@ -388,7 +388,7 @@ def test_the_large_models_shares_at_one_half_and_without_its_curve() -> None:
     from generator.store.fit_table import Curve, FitTable, Simulated
 
     example = (Simulated(model="big", task="train all of it", row="train-b1-s512-bf16", tensor_peak_bytes=16_000),)
-    curve = Curve(model="big", config_sha256="c", parameters=1000, kind="k", row="r", batches=(1, 2),
+    curve = Curve(model="big", config_sha256="c", parameters=1000, setup="k", row="r", batches=(1, 2),
                   tensor_bytes=(1, 2), cuda_bytes=(1, 2))
     found = large_model(FitTable(libraries="t", environment="e", seq_len=1, curves=(curve,), example=example))
     assert found is not None and found.fixed.n_bytes == 8000 and found.fixed_dominate  # 8 P of 16 P: one half

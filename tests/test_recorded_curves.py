@@ -21,7 +21,7 @@ from generator.store.records import ResultsError
 
 
 def _curve(seq: int, kind: str = "inference", model: str = "Mine") -> Curve:
-    return Curve(model=model, config_sha256="c", parameters=5, kind=kind, row=f"infer-b{{b}}-s{seq}",
+    return Curve(model=model, config_sha256="c", parameters=5, setup=kind, row=f"infer-b{{b}}-s{seq}",
                  batches=(1, 2, 4), tensor_bytes=(10, 20, 40), cuda_bytes=(11, 22, 44))
 
 
@@ -77,6 +77,7 @@ def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path:
     from conftest import TESTS
 
     from generator.answers.fit import GPU_GROUPS_GIB, STATED_MARGIN
+    from generator.answers.setups import BY_NAME
     from generator.model_source import resolve_model
     from generator.predict import curves
     from generator.predict.fit import Predictor, largest_batch
@@ -85,7 +86,7 @@ def test_at_every_card_a_recorded_curve_answers_as_fit_does(kind: str, tmp_path:
     monkeypatch.setenv("MEMORY_BUDGET_CACHE", str(tmp_path))  # fit's search reads the recording's simulations
     source = resolve_model(str(TESTS / "calculator-llama.json"))
     process = ProcessModel(0.0, 0.0, 0, "")
-    curve = curves.curve(source, kind, 256, edges=curves.calculator_edges(process))
+    curve = curves.curve(source, BY_NAME[kind].id, 256, edges=curves.calculator_edges(process))
     assert curve is not None
     dips = [pair for pair in pairwise(curve.cuda_bytes) if pair[1] < pair[0]]
     assert bool(dips) == (kind == "gradient checkpointing")  # the case this kind is here for

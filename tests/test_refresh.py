@@ -43,10 +43,10 @@ def test_predictions_are_made_again_for_an_older_simulator_only(monkeypatch: pyt
 def _table(**changes) -> FitTable:
     shipped = [resolve_model(name) for name in SHIPPED_MODELS]
     table = FitTable(libraries=libraries(ENV), environment=ENV.id, seq_len=1024, example=(), simulator=METHOD,
-                     curves=tuple(Curve(model=s.name, config_sha256=s.config_sha256, parameters=1, kind="inference",
+                     curves=tuple(Curve(model=s.name, config_sha256=s.config_sha256, parameters=1, setup="infer",
                                         row="infer-b{b}-s1024", batches=(1, 2), tensor_bytes=(1, 2),
                                         cuda_bytes=(1, 2)) for s in shipped), cards=curves.PAGE_CARDS,
-                     search=SEARCH)
+                     search=SEARCH, setups=tuple(curves.BY_ID))
     return replace(table, **changes)
 
 
@@ -58,6 +58,8 @@ def test_curves_are_current_only_for_these_libraries_this_simulator_and_these_co
     assert not curves.is_current(_table(simulator="fake-tensors-1"), ENV)
     assert not curves.is_current(_table(cards=()), ENV)  # no fit batches at the page's cards: simulated again
     assert not curves.is_current(_table(cards=curves.PAGE_CARDS[:-1]), ENV)  # a card added to the page since
+    assert not curves.is_current(_table(setups=tuple(curves.BY_ID)[:-1]), ENV)  # a set-up added since
+    assert not curves.is_current(_table(setups=()), ENV)  # a table from before it said which set-ups it holds
     assert not curves.is_current(_table(search=""), ENV)  # batches another search asked at the cards
     changed = _table()
     first = replace(changed.curves[0], config_sha256="0" * 64)  # a shipped config edited since

@@ -48,7 +48,7 @@ def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: p
     monkeypatch.setattr(curves, "simulated", _simulator(peaks, asked))
     found = curves.curve(SOURCE, "ignored", 1024, row="train-b{b}-s{s}-ckpt")  # type: ignore[arg-type]
     assert asked == ["train-b1-s1024-ckpt", "train-b2-s1024-ckpt", "train-b4-s1024-ckpt", "train-b8-s1024-ckpt"]
-    assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=15, kind="ignored",
+    assert found == Curve(model="Tiny", config_sha256="c0ffee", parameters=15, setup="ignored",
                           row="train-b{b}-s1024-ckpt", batches=(1, 2, 4, 8),
                           tensor_bytes=(10 * GIB, 100 * GIB, 128 * GIB, 128 * GIB + 1),
                           cuda_bytes=(10 * GIB + 1000, 100 * GIB + 1000, 128 * GIB + 1000, 128 * GIB + 1001))
@@ -57,24 +57,24 @@ def test_a_curve_doubles_the_batch_until_its_peak_passes_the_stop(monkeypatch: p
 def test_a_curve_needs_two_points_and_stops_at_the_batch_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
     monkeypatch.setattr(curves, "simulated", _simulator({1: 200 * GIB, 2: 300 * GIB}, asked))
-    found = curves.curve(SOURCE, "generation", 256)  # type: ignore[arg-type]
+    found = curves.curve(SOURCE, "gen", 256)  # type: ignore[arg-type]
     assert asked == ["gen-b1-s256-n32-bf16", "gen-b2-s256-n32-bf16"] and found is not None
-    assert found.batches == (1, 2) and found.row == "gen-b{b}-s256-n32-bf16" and found.kind == "generation"
+    assert found.batches == (1, 2) and found.row == "gen-b{b}-s256-n32-bf16" and found.setup == "gen"
     asked.clear()
     every = {batch: batch for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)}
     monkeypatch.setattr(curves, "simulated", _simulator(every, asked))
-    assert curves.curve(SOURCE, "generation", 8192).batches == (1, 2, 4, 8, 16, 32, 64, 128)  # type: ignore[arg-type,union-attr]
-    assert curves.curve(SOURCE, "generation", 256).batches[-1] == 1024  # type: ignore[arg-type,union-attr]
+    assert curves.curve(SOURCE, "gen", 8192).batches == (1, 2, 4, 8, 16, 32, 64, 128)  # type: ignore[arg-type,union-attr]
+    assert curves.curve(SOURCE, "gen", 256).batches[-1] == 1024  # type: ignore[arg-type,union-attr]
 
 
 def test_a_curve_that_cannot_be_simulated_or_has_one_point_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(curves, "simulated", _simulator({1: 5, 2: 6}, []))
-    assert curves.curve(SOURCE, "generation", 256, row="gen-b{b}-s{s}-n32-bf16") is None  # type: ignore[arg-type]
+    assert curves.curve(SOURCE, "gen", 256, row="gen-b{b}-s{s}-n32-bf16") is None  # type: ignore[arg-type]
     monkeypatch.setattr(curves, "simulated", _simulator({1: 5}, []))
-    assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
+    assert curves.curve(SOURCE, "gen", 256) is None  # type: ignore[arg-type]
     monkeypatch.setattr(curves, "batch_limit", lambda seq_len: 1)
     monkeypatch.setattr(curves, "simulated", _simulator({1: 5, 2: 6}, []))
-    assert curves.curve(SOURCE, "generation", 256) is None  # type: ignore[arg-type]
+    assert curves.curve(SOURCE, "gen", 256) is None  # type: ignore[arg-type]
 
 
 def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +90,7 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
         name=name, config_sha256=name, max_positions=512 if name == "b" else 0))
     monkeypatch.setattr(curves, "sharded_model", lambda: SimpleNamespace(name="big"))
     monkeypatch.setattr(curves, "curve", lambda source, kind, seq_len, row="", edges=(): asked.append(
-        (source.name, kind, seq_len, row, edges)) or (None if kind == "QLoRA" else SimpleNamespace(
+        (source.name, kind, seq_len, row, edges)) or (None if kind == "qlora" else SimpleNamespace(
             kind=kind, seq_len=seq_len, name=source.name)))
     monkeypatch.setattr(curves, "example_row", lambda task, row: (task, row))
     clock = iter([100.0, 112.345])
@@ -100,17 +100,17 @@ def test_the_example_and_the_site_curves_are_put_together_as_asked(monkeypatch: 
     monkeypatch.setattr(curves, "calculator_edges", lambda process=None, cards=(), qlora_ppm=0: ("edges at", cards))
     table = curves.site_curves(ENV, 3, (8, 24), (512, 1024))  # type: ignore[arg-type]
     assert table.seconds == 12.3
-    kinds = list(curves.KINDS)
+    kinds = list(curves.BY_ID)
     wanted = [(name, n) for n in (512, 1024) for name in ("a", "b") if (name, n) != ("b", 1024)]
     plain = [(name, kind, n, "", ("edges at", (8, 24))) for name, n in wanted for kind in kinds]
     assert asked[:len(plain)] == plain
     assert asked[len(plain):] == [("big", kind, 1024, row, ("edges at", (curves.SHARDED_CARD_GIB,)))
                                   for kind, row in curves.SHARDED_SETUPS]
     assert table.cards == (8, 24)  # the table says which cards' batches it holds: is_current reads it
-    made = [(name, kind, n) for name, n in wanted for kind in kinds if kind != "QLoRA"]
+    made = [(name, kind, n) for name, n in wanted for kind in kinds if kind != "qlora"]
     assert [(c.name, c.kind, c.seq_len) for c in table.curves] == [m for m in made if m[2] == 1024]  # type: ignore
     assert [(c.name, c.kind, c.seq_len) for c in table.other_lengths] == [m for m in made if m[2] == 512]  # type: ignore
-    assert [c.kind for c in table.sharded] == [kind for kind, _ in curves.SHARDED_SETUPS if kind != "QLoRA"]  # type: ignore
+    assert [c.kind for c in table.sharded] == [kind for kind, _ in curves.SHARDED_SETUPS if kind != "qlora"]  # type: ignore
     monkeypatch.setattr(curves.parallel, "starmap", lambda function, tasks, workers: [function(*t) for t in tasks])
     monkeypatch.setattr(curves.time, "perf_counter", lambda: 0.0)
     asked.clear()
@@ -132,8 +132,8 @@ def test_a_recorded_curve_pins_each_card_so_the_chord_answers_as_fit_does(monkey
     real = {b: 3 * GIB + b * 40 * 2**20 + b * b * 2**16 for b in range(1, 2049)}  # reserve = peak + 1,000
     monkeypatch.setattr(curves, "simulated", _simulator(real, []))
     edges = curves.calculator_edges(ProcessModel(0.0, 0.0, 0, ""))
-    plain = curves.curve(SOURCE, "inference", 256)  # type: ignore[arg-type]
-    pinned = curves.curve(SOURCE, "inference", 256, edges=edges)  # type: ignore[arg-type]
+    plain = curves.curve(SOURCE, "infer", 256)  # type: ignore[arg-type]
+    pinned = curves.curve(SOURCE, "infer", 256, edges=edges)  # type: ignore[arg-type]
     assert plain is not None and pinned is not None and set(plain.batches) < set(pinned.batches)
     lost, limit = 0, batch_limit(256)
     for edge in edges:
@@ -148,12 +148,13 @@ def test_a_recorded_curve_pins_each_card_so_the_chord_answers_as_fit_does(monkey
 
 def _table(libraries: str = "torch 2.13, transformers 5.24, peft 0.21", simulator: str = METHOD,
            configs: tuple[str, ...] = ("a", "b"), lengths: tuple[int, ...] = curves.CALCULATOR_LENGTHS) -> FitTable:
-    made = tuple(Curve(model=c, config_sha256=c, parameters=1, kind="k", row=f"infer-b{{b}}-s{n}", batches=(1, 2),
+    made = tuple(Curve(model=c, config_sha256=c, parameters=1, setup="k", row=f"infer-b{{b}}-s{n}", batches=(1, 2),
                        tensor_bytes=(1, 2)) for c in configs for n in lengths)
     return FitTable(libraries=libraries, environment="cpu-x", seq_len=1024,
                     curves=tuple(c for c in made if c.seq_len == 1024), example=(), simulator=simulator,
                     other_lengths=tuple(c for c in made if c.seq_len != 1024), cards=curves.PAGE_CARDS,
-                    search=search_text(qlora_ppm(Path("no-measurements-here"), "gpu")))  # the shipped suite's
+                    search=search_text(qlora_ppm(Path("no-measurements-here"), "gpu")),  # the shipped suite's
+                    setups=tuple(curves.BY_ID))
 
 
 
@@ -168,7 +169,7 @@ def test_the_curves_step_simulates_only_what_is_not_current(monkeypatch: pytest.
                         folder / "_fit.toml")
     for found, current in ((_table(), True), (_table(simulator="old"), False), (_table(configs=("a",)), False),
                            (_table(libraries="torch 2.12"), False), (_table(lengths=(1024,)), True), (None, False),
-                           (replace(_table(), cards=()), False)):
+                           (replace(_table(), cards=()), False), (replace(_table(), setups=("infer",)), False)):
         monkeypatch.setattr(refresh.fit_table, "find_fit", lambda root, environment, found=found: found
                             if (root, environment) == (tmp_path, ENV) else pytest.fail("find_fit's arguments"))
         saved.clear()
@@ -331,12 +332,12 @@ def test_the_fit_table_round_trips_and_each_damage_is_named(tmp_path: Path) -> N
 
     from generator.store.fit_table import FIT_FILE, FIT_SCHEMA_VERSION, load_fit, save_fit
 
-    curve = Curve(model="m", config_sha256="c", parameters=7, kind="k", row="train-b{b}-s512", batches=(1, 2),
+    curve = Curve(model="m", config_sha256="c", parameters=7, setup="k", row="train-b{b}-s512", batches=(1, 2),
                   tensor_bytes=(10, 20), cuda_bytes=(11, 22))
     table = FitTable(libraries="torch 2.13", environment="cpu-x", seq_len=512, curves=(curve,),
                      example=(Simulated(model="m", task="run it", row="gen-b1-s512-n32-bf16", tensor_peak_bytes=5,
                                         cuda_reserved_bytes=6),), seconds=12.5, simulator="sim 3",
-                     sharded=(replace(curve, kind="sharded"),), search="search 2")
+                     sharded=(replace(curve, setup="sharded"),), search="search 2")
     assert save_fit(table, tmp_path) == tmp_path / FIT_FILE and load_fit(tmp_path) == table
     assert load_fit(tmp_path / "none") is None
     path = tmp_path / FIT_FILE
@@ -427,7 +428,7 @@ def test_the_calculators_curve_without_a_recipe_says_none() -> None:
     from generator.budget import ProcessModel
     from generator.report.calculator import calculator_data
 
-    curve = Curve(model="m", config_sha256="c", parameters=1, kind="a kind of its own", row="train-b{b}-s512",
+    curve = Curve(model="m", config_sha256="c", parameters=1, setup="a kind of its own", row="train-b{b}-s512",
                   batches=(1, 2), tensor_bytes=(1, 2), cuda_bytes=(3, 4))
     table = FitTable(libraries="t", environment="e", seq_len=512, curves=(curve,), example=())
     data = calculator_data(table, (), ProcessModel(0.1, 5.0, 3, ""), {"gpu": 0.1}, (8,), 8)
@@ -454,11 +455,11 @@ def test_a_list_where_the_fit_table_wants_text_is_refused(tmp_path: Path) -> Non
 
     from generator.store.fit_table import FIT_FILE, FIT_SCHEMA_VERSION, load_fit
 
-    curve = {"model": "m", "config_sha256": "c", "parameters": 1, "kind": ["k"], "row": "r", "batches": [1, 2],
+    curve = {"model": "m", "config_sha256": "c", "parameters": 1, "setup": ["k"], "row": "r", "batches": [1, 2],
              "tensor_bytes": [1, 2], "cuda_bytes": [1, 2]}
     (tmp_path / FIT_FILE).write_text(tomli_w.dumps({"schema_version": FIT_SCHEMA_VERSION, "libraries": "t",
                                                     "environment": "e", "seq_len": 1, "curves": [curve]}))
-    with pytest.raises(ResultsError, match=r"kind = \['k'\] is not of the expected type"):
+    with pytest.raises(ResultsError, match=r"setup = \['k'\] is not of the expected type"):
         load_fit(tmp_path)
 
 

@@ -76,7 +76,7 @@ def test_a_second_config_of_the_same_name_never_writes_over_the_firsts_curves(tm
     config = json.loads(TINY_MODEL.read_text())
     (other / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
     folder = tmp_path / "m" / collect_environment().id
-    curve = Curve(model="tiny-llama", config_sha256="f" * 64, parameters=1, kind="inference", row="infer-b{b}-s32",
+    curve = Curve(model="tiny-llama", config_sha256="f" * 64, parameters=1, setup="infer", row="infer-b{b}-s32",
                   batches=(1, 2), tensor_bytes=(1, 2), cuda_bytes=(3, 4))
     first = RecordedCurves(model="tiny-llama", config_sha256="f" * 64, libraries="x", environment="e",
                            simulator="s", curves=(curve,))

@@ -152,9 +152,9 @@ def test_the_pages_sharded_answers_follow_the_gpu_rule() -> None:
     per_sequence = 10 * GIB
     steps = (1, 2, 3, 4, 8)  # the curve holds the batch fit finds at the card and the one after it, as the page's do
     cuda = tuple(usable - 3 * per_sequence + per_sequence * b for b in steps)  # batch 3 fits exactly, 4 does not
-    curve = Curve(model="Big", config_sha256="x", parameters=70, kind="16-bit training",
+    curve = Curve(model="Big", config_sha256="x", parameters=70, setup="bf16",
                   row="train-b{b}-s1024-bf16-zero3x8", batches=steps, tensor_bytes=cuda, cuda_bytes=cuda)
-    never = Curve(model="Big", config_sha256="x", parameters=70, kind="mixed-precision training",
+    never = Curve(model="Big", config_sha256="x", parameters=70, setup="amp",
                   row="train-b{b}-s1024-amp-zero1x8", batches=(1, 2), tensor_bytes=(100 * GIB, 200 * GIB),
                   cuda_bytes=(100 * GIB, 200 * GIB))
     section = sharded_section(FitTable(libraries="l", environment="e", seq_len=1024, curves=(), example=(),

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from generator.answers.fit import FitAnswer, answer_within, needs
 from generator.answers.published import PPM, row_ppm
+from generator.answers.setups import setup_name
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit
 from generator.store.fit_table import Curve
@@ -33,7 +34,7 @@ def curve_answer(curve: Curve, target: str, usable: int, process: ProcessModel, 
     answer reached the curve's last batch short of the tool's limit. ``context`` fills the answer's other fields."""
     peak, limit = curve_peak(curve, target, process, qlora_ppm), batch_limit(curve.seq_len)
     settled = curve.batches if target.startswith("gpu") else None
-    found = answer_within(curve.kind, curve.row, peak, usable, limit, settled, model=curve.model,
+    found = answer_within(setup_name(curve.setup), curve.row, peak, usable, limit, settled, model=curve.model,
                           parameters=curve.parameters, **context)
     last = curve.batches[-1]
     return replace(found, past_curve=found.batch >= last and last < limit)

@@ -1,4 +1,5 @@
-"""The set-ups a "will it fit?" answer is given for, declared once: the name a person asks about, the row that
+"""The set-ups a "will it fit?" answer is given for, declared once: a short id the files key its curves by, the
+name a person asks about (presentation only, so rewording it changes no file), the row that
 answers it ({b} the batch, {s} the length), its precision and recipe in words, and whether it is one of the
 set-ups people run on a GPU (listed first) or one the measured matrix covers on a CPU.
 
@@ -16,7 +17,8 @@ from generator.matrix import Mode, RowSpec, parse_row, sharding_token
 class Setup:
     """One way of running a model that an answer is given for."""
 
-    name: str
+    id: str  # short and stable: the key of its curves in the files (_fit.toml, _curves/); never shown
+    name: str  # what a person asks about, on the pages and in fit's output: presentation only
     row: str  # the row that answers it, with {b} the batch and {s} the length
     recipe: str  # precision and recipe, as the CLI and the fit page's legend state it
     first_screen: bool = False  # one of the measured model's answers on the article's first screen
@@ -24,40 +26,40 @@ class Setup:
 
 
 SETUPS = (  # the set-ups people run come first; the fp32 ones are what the measured matrix covers on a CPU
-    Setup("generation", "gen-b{b}-s{s}-n32-bf16", "bf16 weights, the prompt then 32 new tokens with the KV cache",
-          first_screen=True),
-    Setup("mixed-precision training", "train-b{b}-s{s}-amp",
+    Setup("gen", "generation", "gen-b{b}-s{s}-n32-bf16",
+          "bf16 weights, the prompt then 32 new tokens with the KV cache", first_screen=True),
+    Setup("amp", "mixed-precision training", "train-b{b}-s{s}-amp",
           "fp32 weights and AdamW state, bf16 autocast: 16 bytes a parameter before activations, plus the bf16 "
           "copies of the weights that autocast keeps"),
-    Setup("LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8",
+    Setup("bf16-lora", "LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8",
           "rank-8 adapters on a bf16 base (peft's default targets, q_proj and v_proj for Llama), AdamW on the "
           "adapters", first_screen=True),
-    Setup("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8",
+    Setup("qlora", "QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8",
           "a 4-bit NF4 base (bitsandbytes, double-quantized scales, bf16 compute; embeddings and head in bf16), "
           "rank-8 adapters on peft's default targets, AdamW on the adapters", library="bitsandbytes"),
-    Setup("mixed precision, 8-bit AdamW", "train-b{b}-s{s}-amp-adam8",
+    Setup("amp-adam8", "mixed precision, 8-bit AdamW", "train-b{b}-s{s}-amp-adam8",
           "fp32 weights and gradients, bitsandbytes' AdamW8bit (a byte a moment plus fp32 scales per 256), "
           "bf16 autocast", library="bitsandbytes"),
-    Setup("LoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-lora8",
+    Setup("ckpt-bf16-lora", "LoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-lora8",
           "rank-8 adapters on a bf16 base (peft's default targets), AdamW on the adapters, activations "
           "recomputed in backward"),
-    Setup("QLoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-nf4-lora8",
+    Setup("ckpt-qlora", "QLoRA + checkpointing", "train-b{b}-s{s}-ckpt-bf16-nf4-lora8",
           "a 4-bit NF4 base (bitsandbytes, bf16 compute), rank-8 adapters on peft's default targets, AdamW on the "
           "adapters, activations recomputed in backward", library="bitsandbytes"),
-    Setup("LoRA on all linear layers", "train-b{b}-s{s}-ckpt-bf16-lora8-alllin",
+    Setup("alllin-lora", "LoRA on all linear layers", "train-b{b}-s{s}-ckpt-bf16-lora8-alllin",
           "rank-8 adapters on every linear layer but the head (peft's all-linear) of a bf16 base, AdamW on the "
           "adapters, activations recomputed in backward"),
-    Setup("memory-saver full fine-tune", "train-b{b}-s{s}-ckpt-bf16-padam8-optbwd-cce",
+    Setup("saver-full", "memory-saver full fine-tune", "train-b{b}-s{s}-ckpt-bf16-padam8-optbwd-cce",
           "torchtune's single-device full recipe: bf16 weights and gradients, bitsandbytes' PagedAdamW8bit (its "
           "state in unified memory, outside the card's figure; fit and predict state it apart) stepped in "
           "backward, chunked cross-entropy, activations recomputed in backward", library="bitsandbytes"),
-    Setup("inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
-    Setup("full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
+    Setup("infer", "inference", "infer-b{b}-s{s}", "fp32 weights, one forward pass without a KV cache"),
+    Setup("full", "full training", "train-b{b}-s{s}", "fp32 weights, gradients and AdamW state, two steps",
           first_screen=True),
-    Setup("gradient checkpointing", "train-b{b}-s{s}-ckpt", "fp32, AdamW, activations recomputed in backward"),
-    Setup("16-bit training", "train-b{b}-s{s}-bf16",
+    Setup("ckpt", "gradient checkpointing", "train-b{b}-s{s}-ckpt", "fp32, AdamW, activations recomputed in backward"),
+    Setup("bf16", "16-bit training", "train-b{b}-s{s}-bf16",
           "bf16 weights, gradients and AdamW state (8 bytes a parameter), no fp32 master copy"),
-    Setup("LoRA", "train-b{b}-s{s}-lora8", "rank-8 adapters on an fp32 base, AdamW on the adapters"),
+    Setup("lora", "LoRA", "train-b{b}-s{s}-lora8", "rank-8 adapters on an fp32 base, AdamW on the adapters"),
 )
 # The order fit starts the set-ups in when they run side by side: the longest simulations first (timed in SmolLM2's
 # fit: generation's decode path runs each small depth twice, QLoRA imports bitsandbytes and quantizes its base), and
@@ -69,6 +71,7 @@ START_ORDER = ("generation", "QLoRA", "QLoRA + checkpointing", "memory-saver ful
                "LoRA on a bf16 base", "LoRA", "full training", "16-bit training", "mixed precision, 8-bit AdamW",
                "inference")
 BY_NAME = {setup.name: setup for setup in SETUPS}
+BY_ID = {setup.id: setup for setup in SETUPS}
 KINDS = {setup.name: setup.row for setup in SETUPS}  # name -> row template, in the order answers are given
 RECIPES = {setup.name: setup.recipe for setup in SETUPS}
 FIRST_SCREEN = ("full training", "LoRA on a bf16 base", "generation")  # the first screen's order
@@ -76,6 +79,15 @@ SHARDING_NAMES = {"ddp": "DDP (nothing sharded)", "zero1": "ZeRO-1 (optimizer st
                   "zero2": "ZeRO-2 (optimizer state and gradients)",
                   "zero3": "ZeRO-3 or FSDP (optimizer state, gradients and weights)",
                   "fsdp": "FSDP (optimizer state, gradients and weights)"}
+
+
+SHARDED_ONLY = {"ckpt-bf16": "16-bit training, checkpointed"}  # a set-up the sharded section answers, fit not
+
+
+def setup_name(setup_id: str) -> str:
+    """A set-up's name for a page or the terminal, from the id its curves are filed under (an id no set-up has,
+    as in a file of another release, is shown as it is)."""
+    return BY_ID[setup_id].name if setup_id in BY_ID else SHARDED_ONLY.get(setup_id, setup_id)
 
 
 # The tokens `fit --with` adds to every training set-up: the memory savers, checkpointing and the 8-bit optimizers

@@ -31,7 +31,7 @@ from generator.answers.fit import (
     usable_bytes,
 )
 from generator.answers.published import PPM, row_ppm
-from generator.answers.setups import KINDS
+from generator.answers.setups import BY_ID
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import SHIPPED_MODELS, ModelSource, resolve_model
@@ -54,16 +54,16 @@ EXAMPLE_ROWS = (  # the worked example in the set-ups people run: batch 1 × 512
     ("train a LoRA adapter", "train-b1-s512-bf16-lora8"), ("train a LoRA adapter", "train-b8-s2048-bf16-lora8"),
 )
 SHARDED_MODEL = "Llama-3.1-70B"
-# (set-up, its row on one card): what the fit page answers for the 70B on 8 cards, and on 16 where 8 fall short
+# (set-up id, its row on one card): what the fit page answers for the 70B on 8 cards, and on 16 where 8 fall short
 SHARDED_SETUPS = (
-    ("16-bit training", "train-b{b}-s{s}-bf16-zero1x8"),
-    ("16-bit training", "train-b{b}-s{s}-bf16-zero2x8"),
-    ("16-bit training", "train-b{b}-s{s}-bf16-zero3x8"),
-    ("16-bit training, checkpointed", "train-b{b}-s{s}-ckpt-bf16-zero3x8"),
-    ("16-bit training, checkpointed", "train-b{b}-s{s}-ckpt-bf16-zero3x16"),
-    ("mixed-precision training", "train-b{b}-s{s}-amp-zero3x8"),
-    ("LoRA on a bf16 base", "train-b{b}-s{s}-bf16-lora8-zero3x8"),
-    ("QLoRA", "train-b{b}-s{s}-bf16-nf4-lora8-zero3x8"))
+    ("bf16", "train-b{b}-s{s}-bf16-zero1x8"),
+    ("bf16", "train-b{b}-s{s}-bf16-zero2x8"),
+    ("bf16", "train-b{b}-s{s}-bf16-zero3x8"),
+    ("ckpt-bf16", "train-b{b}-s{s}-ckpt-bf16-zero3x8"),
+    ("ckpt-bf16", "train-b{b}-s{s}-ckpt-bf16-zero3x16"),
+    ("amp", "train-b{b}-s{s}-amp-zero3x8"),
+    ("bf16-lora", "train-b{b}-s{s}-bf16-lora8-zero3x8"),
+    ("qlora", "train-b{b}-s{s}-bf16-nf4-lora8-zero3x8"))
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,12 @@ class Edge:
     qlora_ppm: int = PPM
 
 
-def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tuple[Edge, ...] = ()) -> Curve | None:
-    """One kind's curve (None where it cannot be simulated): batches 1, 2, 4, 8, ... until the peak passes
-    STOP_BYTES (at batch 2 or later) or the batch the tool's limits allow, and the batches fit's search asks at
-    each edge. The row is the set-up's, unless another is given."""
-    template = (row or KINDS[kind]).replace("{s}", str(seq_len))
+def curve(source: ModelSource, setup: str, seq_len: int, row: str = "",
+          edges: tuple[Edge, ...] = ()) -> Curve | None:
+    """One set-up's curve, filed under its id (None where it cannot be simulated): batches 1, 2, 4, 8, ... until
+    the peak passes STOP_BYTES (at batch 2 or later) or the batch the tool's limits allow, and the batches fit's
+    search asks at each edge. The row is the set-up's, unless another is given."""
+    template = (row or BY_ID[setup].row).replace("{s}", str(seq_len))
     limit = batch_limit(seq_len)
     points: dict[int, Point] = {}
     batch, parameters = 1, 0
@@ -99,7 +100,7 @@ def curve(source: ModelSource, kind: str, seq_len: int, row: str = "", edges: tu
         return None
     batches = sorted(points)
     return Curve(model=source.name, config_sha256=source.config_sha256, parameters=parameters,
-                 kind=kind, row=template, batches=tuple(batches),
+                 setup=setup, row=template, batches=tuple(batches),
                  tensor_bytes=tuple(points[b].cpu.tensor_peak_bytes for b in batches),
                  cuda_bytes=tuple(points[b].cuda.cuda_reserved_bytes for b in batches))
 
@@ -188,26 +189,26 @@ def site_curves(environment: Environment, workers: int = 1, cards: tuple[int, ..
     started, lengths = time.perf_counter(), lengths or (SITE_SEQ_LEN,)
     edges = calculator_edges(cards=cards, qlora_ppm=qlora_ppm)
     sources = [resolve_model(name) for name in SHIPPED_MODELS]
-    tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths for source in sources
-             if seq_len in lengths_of(source, lengths) for kind in KINDS]
+    tasks = [(source, setup, seq_len, "", edges) for seq_len in lengths for source in sources
+             if seq_len in lengths_of(source, lengths) for setup in BY_ID]
     found = [item for item in parallel.starmap(curve, tasks, workers) if item is not None]
     card = calculator_edges(cards=(SHARDED_CARD_GIB,), qlora_ppm=qlora_ppm)  # the one card the sharded section answers
-    sharded = parallel.starmap(curve, [(sharded_model(), kind, SITE_SEQ_LEN, row, card)
-                                       for kind, row in SHARDED_SETUPS], workers)
+    sharded = parallel.starmap(curve, [(sharded_model(), setup, SITE_SEQ_LEN, row, card)
+                                       for setup, row in SHARDED_SETUPS], workers)
     example = parallel.starmap(example_row, EXAMPLE_ROWS, workers)
     return FitTable(libraries=libraries(environment), environment=environment.id, seq_len=SITE_SEQ_LEN,
                     curves=tuple(item for item in found if item.seq_len == SITE_SEQ_LEN), example=tuple(example),
                     seconds=round(time.perf_counter() - started, 1), simulator=METHOD,
                     sharded=tuple(item for item in sharded if item is not None),
                     other_lengths=tuple(item for item in found if item.seq_len != SITE_SEQ_LEN), cards=cards,
-                    search=search_text(qlora_ppm), bitsandbytes=environment.bitsandbytes)
+                    search=search_text(qlora_ppm), bitsandbytes=environment.bitsandbytes, setups=tuple(BY_ID))
 
 
 def model_curves(source: ModelSource, environment: Environment, lengths: tuple[int, ...], edges: tuple[Edge, ...],
                  workers: int = 1) -> RecordedCurves:
     """One model's curves for the calculator (`fit --model X --record`), at each length asked, with fit's
-    batches at each edge; a kind that cannot be simulated (no LoRA targets, say) has none."""
-    tasks = [(source, kind, seq_len, "", edges) for seq_len in lengths_of(source, lengths) for kind in KINDS]
+    batches at each edge; a set-up that cannot be simulated (no LoRA targets, say) has none."""
+    tasks = [(source, setup, seq_len, "", edges) for seq_len in lengths_of(source, lengths) for setup in BY_ID]
     found = tuple(item for item in parallel.starmap(curve, tasks, workers) if item is not None)
     return RecordedCurves(model=source.name, config_sha256=source.config_sha256, libraries=libraries(environment),
                           environment=environment.id, simulator=METHOD, curves=found,
@@ -215,11 +216,13 @@ def model_curves(source: ModelSource, environment: Environment, lengths: tuple[i
 
 
 def is_current(table: FitTable | None, environment: Environment, qlora_ppm: int = PPM) -> bool:
-    """Whether a table was simulated under these library versions from the shipped configs as they are now, its
-    GPU edges searched with this QLoRA allowance."""
+    """Whether a table was simulated under these library versions from the shipped configs as they are now, for
+    the set-ups declared now, its GPU edges searched with this QLoRA allowance."""
     if table is None or table.libraries != libraries(environment) or table.simulator != METHOD:
         return False  # other library versions, or an older simulator's curves
     if table.cards != PAGE_CARDS or table.search != search_text(qlora_ppm):
         return False  # curves without fit's batches at each card the page lists, or with another search's
+    if table.setups != tuple(BY_ID):
+        return False  # simulated for other set-ups than answers/setups.py declares (one added, say)
     shipped = {resolve_model(name).config_sha256 for name in SHIPPED_MODELS}
     return {c.config_sha256 for c in table.curves} == shipped

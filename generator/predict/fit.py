@@ -14,7 +14,7 @@ from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.fit import STATED_MARGIN, FitAnswer, answer_within, expected_peak, search_text, usable_bytes
 from generator.answers.from_curve import curve_answer
 from generator.answers.published import PPM, qlora_ppm, row_ppm
-from generator.answers.setups import KINDS, START_ORDER, row_template
+from generator.answers.setups import BY_NAME, KINDS, START_ORDER, row_template
 from generator.budget import ProcessModel
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit, parse_row
@@ -101,7 +101,7 @@ def read_curve(predictor: Predictor, kind: str, seq_len: int, usable: int) -> Fi
     covers the budget; None where the search must simulate: past the curve, or with --with or sharding. On a GPU,
     a row with host memory beside the card (paged state, offloaded activations), which no curve holds, simulates
     its answer's batch, a simulated batch of the curve, for it."""
-    curve, path = predictor.curves.get((kind, seq_len), (None, ""))
+    curve, path = predictor.curves.get((BY_NAME[kind].id, seq_len), (None, ""))
     template = predictor.template(kind)
     if curve is None or predictor.target not in ("cpu", "gpu") or template != KINDS[kind]:
         return None  # no curve, or one of another program than this answer's
@@ -130,13 +130,13 @@ def recorded_curves(root: Path, source: ModelSource,
     found: dict[tuple[str, int], tuple[Curve, str]] = {}
     if held is not None and (held[1].simulator, held[1].search) == (METHOD, search):
         folder, table = held
-        found = {(c.kind, c.seq_len): (c, f"{folder.name}/{FIT_FILE}")
+        found = {(c.setup, c.seq_len): (c, f"{folder.name}/{FIT_FILE}")
                  for c in (*table.curves, *table.other_lengths) if c.config_sha256 == source.config_sha256}
     for file, recorded in recorded_files(root, libraries(environment), METHOD, search):
         path = f"{file.parent.parent.name}/{RECORDED_FOLDER}/{file.name}"
         for c in recorded.curves:
             if c.config_sha256 == source.config_sha256:
-                found.setdefault((c.kind, c.seq_len), (c, path))
+                found.setdefault((c.setup, c.seq_len), (c, path))
     return found
 
 

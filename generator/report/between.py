@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generator.answers.fit import FitAnswer
+from generator.answers.setups import setup_name
 from generator.matrix import batch_limit
 from generator.report.calculator import offered
 from generator.store.fit_table import Curve, FitTable, chord
@@ -53,7 +54,7 @@ def gpu_between(curves: Sequence[Curve]) -> str:
 def pinned(answers: Sequence[FitAnswer], curves: Sequence[Curve]) -> tuple[int, int]:
     """How many GPU answers have their batch and the batch after it simulated (or are the tool's largest batch,
     or do not fit at batch 1), out of how many: those are the search's own answers, read off the curve."""
-    by_key = {(curve.model, curve.kind): curve for curve in curves}
+    by_key = {(curve.model, setup_name(curve.setup)): curve for curve in curves}  # an answer names its set-up
     held = 0
     for answer in answers:
         curve = by_key[(answer.model, answer.kind)]

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.answers.published import PPM, row_ppm
-from generator.answers.setups import RECIPES
+from generator.answers.setups import RECIPES, setup_name
 from generator.budget import ProcessModel
 from generator.matrix import batch_limit
 from generator.store.fit_table import Curve, FitTable
@@ -38,9 +38,9 @@ def offered(table: FitTable, recorded: tuple[RecordedCurves, ...]) -> tuple[Curv
     """The curves the calculator offers: the shipped configs', then those recorded with `fit --model X
     --record`, less any the shipped table holds."""
     shipped = (*table.curves, *table.other_lengths)
-    held = {(curve.model, curve.kind, curve.seq_len) for curve in shipped}
+    held = {(curve.model, curve.setup, curve.seq_len) for curve in shipped}
     return (*shipped, *(curve for found in recorded for curve in found.curves
-                        if (curve.model, curve.kind, curve.seq_len) not in held))
+                        if (curve.model, curve.setup, curve.seq_len) not in held))
 
 
 def calculator_data(table: FitTable, recorded: tuple[RecordedCurves, ...], process: ProcessModel,
@@ -49,7 +49,8 @@ def calculator_data(table: FitTable, recorded: tuple[RecordedCurves, ...], proce
     """The curves of every config, set-up and length (offered), each with the allowance on its GPU reserve per
     million (QLoRA's, ``qlora_ppm``, on a 4-bit set-up), the rules the tables answer by (margins by target), the
     cards offered and the one chosen first, in GiB, and the length chosen first (the tables')."""
-    curves = [{"model": curve.model, "kind": curve.kind, "recipe": RECIPES.get(curve.kind, ""),
+    curves = [{"model": curve.model, "kind": setup_name(curve.setup),
+               "recipe": RECIPES.get(setup_name(curve.setup), ""),
                "row": curve.row, "seq": curve.seq_len, "limit": str(batch_limit(curve.seq_len)),
                "batches": [str(b) for b in curve.batches],
                "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes],

@@ -6,7 +6,7 @@ stated margin."""
 from dataclasses import dataclass
 
 from generator.answers.fit import SHARDED_CARD_GIB, STATED_MARGIN, FitAnswer, answer_within, card_needs, usable_bytes
-from generator.answers.setups import SHARDING_NAMES
+from generator.answers.setups import SHARDING_NAMES, setup_name
 from generator.matrix import batch_limit, parse_row
 from generator.report.fit_first import cell
 from generator.store.fit_table import Curve, FitTable
@@ -43,7 +43,7 @@ def _answer(curve: Curve, seq_len: int) -> FitAnswer:
         return card_needs(curve.cuda_at(batch))
 
     usable, limit = usable_bytes(CARD_BYTES, STATED_MARGIN), batch_limit(seq_len)
-    return answer_within(curve.kind, curve.row, peak, usable, limit, curve.batches, model=curve.model,
+    return answer_within(setup_name(curve.setup), curve.row, peak, usable, limit, curve.batches, model=curve.model,
                          parameters=curve.parameters, budget_bytes=CARD_BYTES)
 
 
@@ -55,7 +55,7 @@ def sharded_section(table: FitTable | None) -> ShardedSection | None:
     for curve in table.sharded:
         row = parse_row(curve.row.format(b=1))
         answer = _answer(curve, table.seq_len)
-        rows.append(ShardedRow(kind=curve.kind, stage=SHARDING_NAMES[row.sharding], gpus=row.gpus,
+        rows.append(ShardedRow(kind=setup_name(curve.setup), stage=SHARDING_NAMES[row.sharding], gpus=row.gpus,
                                answer=cell(answer),
                                global_batch=f"{answer.batch * row.gpus:,} sequences" if answer.batch else "–"))
     first = table.sharded[0]

@@ -69,14 +69,45 @@ def update_to_2(document: dict) -> dict:
     return upgraded
 
 
+# The set-ups' names that _fit.toml (schema 3) and _curves/ (schema 1) filed curves under, and the ids that
+# replaced them (generator/answers/setups.py): frozen here, as an upgrade reads what older files hold.
+SETUP_IDS_BEFORE = {
+    "generation": "gen", "mixed-precision training": "amp", "LoRA on a bf16 base": "bf16-lora", "QLoRA": "qlora",
+    "mixed precision, 8-bit AdamW": "amp-adam8", "LoRA + checkpointing": "ckpt-bf16-lora",
+    "QLoRA + checkpointing": "ckpt-qlora", "LoRA on all linear layers": "alllin-lora",
+    "memory-saver full fine-tune": "saver-full", "inference": "infer", "full training": "full",
+    "gradient checkpointing": "ckpt", "16-bit training": "bf16", "LoRA": "lora",
+    "16-bit training, checkpointed": "ckpt-bf16"}
+
+
+def _setup_ids(curves: object) -> object:
+    """A list of curve tables with each ``kind`` (a set-up's name) replaced by ``setup``, its id."""
+    if not isinstance(curves, list):
+        return curves
+    return [{**{k: v for k, v in curve.items() if k != "kind"},
+             "setup": SETUP_IDS_BEFORE.get(curve.get("kind"), curve.get("kind"))}  # type: ignore[arg-type]
+            if isinstance(curve, dict) and "kind" in curve else curve for curve in curves]
+
+
+def setup_ids(version: int) -> Upgrade:
+    """Curves filed by set-up names -> by set-up ids, at schema ``version`` + 1: a legend reworded on a page then
+    changes no file."""
+    def upgrade(document: dict) -> dict:
+        lists = {key: _setup_ids(document[key]) for key in ("curves", "sharded", "other_lengths") if key in document}
+        return {**document, **lists, "schema_version": version + 1}
+    return upgrade
+
+
 # ---------------------------------------------------------------- the kinds
 
 RESULTS = Kind("result", SCHEMA_VERSION, upgrades={1: update_to_2})  # a row's file (generator/store/codec.py)
-# _fit.toml (generator/store/fit_table.py); 1 held answers with one process model baked in, 2 had no GPU reserve
-FIT_TABLE = Kind("fit table", 3, refused={
+# _fit.toml (generator/store/fit_table.py); 1 held answers with one process model baked in, 2 had no GPU reserve,
+# 3 filed its curves by set-up names
+FIT_TABLE = Kind("fit table", 4, upgrades={3: setup_ids(3)}, refused={
     version: "holds curves of an older release (no simulated GPU reserve, fewer set-ups); run `memory-budget "
              "refresh` to simulate them again" for version in (1, 2)})
-RECORDED_CURVES = Kind("recorded curves", 1)  # _curves/<model>.toml (generator/store/recorded_curves.py)
+# _curves/<model>.toml (generator/store/recorded_curves.py); 1 filed its curves by set-up names
+RECORDED_CURVES = Kind("recorded curves", 2, upgrades={1: setup_ids(1)})
 HISTORY = Kind("release history", 1)  # measurements/_history/<model>.toml (generator/store/history.py)
 GPU_CONTEXT = Kind("GPU context", 1)  # _gpu_context.toml (generator/store/gpu_context.py)
 LOG = Kind("log", 1, unversioned=1)  # _runs.toml and _benchmarks.toml: appended to, no version written

@@ -32,7 +32,7 @@ class Curve:
     model: str
     config_sha256: str
     parameters: int
-    kind: str
+    setup: str  # the set-up's id (generator/answers/setups.py), the file's key; its name is presentation only
     row: str  # the row id with {b} for the batch: "train-b{b}-s1024-ckpt"
     batches: tuple[int, ...]
     tensor_bytes: tuple[int, ...]
@@ -87,6 +87,8 @@ class FitTable:
     cards: tuple[int, ...] = ()  # the GPU cards (GiB) whose fit batches the curves hold; () in older tables
     search: str = ""  # the search whose batches they hold (answers/fit.py SEARCH); "" in older tables
     bitsandbytes: str = ""  # the bitsandbytes the 4-bit and 8-bit-AdamW curves ran ("" in older tables)
+    setups: tuple[str, ...] = ()  # the set-up ids it was asked to simulate (() in older tables): a set-up added
+    # since is missing from it, so refresh simulates it again
 
 
 def libraries(environment: Environment) -> str:
@@ -146,18 +148,25 @@ def load_fit(folder: Path) -> FitTable | None:
                     curves=curves, example=example,  # type: ignore[arg-type]
                     seconds=float(document.get("seconds", 0.0)), simulator=document.get("simulator", ""),
                     sharded=sharded, other_lengths=others, cards=tuple(cards),  # type: ignore[arg-type]
-                    search=document.get("search", ""), bitsandbytes=document.get("bitsandbytes", ""))
+                    search=document.get("search", ""), bitsandbytes=document.get("bitsandbytes", ""),
+                    setups=_texts(document.get("setups", []), path))
+
+
+def _texts(value: object, path: Path) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ResultsError(f"{path}: setups is not a list of set-up ids")
+    return tuple(value)
 
 
 def check_curves(curves: tuple[Curve, ...], path: Path) -> None:
     """Refuse a curve the answers cannot read: fewer than two batches, a batch without both figures, batches
     out of order, a row that names no length, or figures no simulation makes (store/plausible.py)."""
     for c in curves:
-        plausible.check_curve_figures(c.model, c.kind, c.tensor_bytes, c.cuda_bytes, path)
+        plausible.check_curve_figures(c.model, c.setup, c.tensor_bytes, c.cuda_bytes, path)
         if len(c.batches) < 2 or not len(c.batches) == len(c.tensor_bytes) == len(c.cuda_bytes):
             raise ResultsError(f"{path}: a curve needs two batches or more, each with its tensor peak and GPU reserve")
         if any(b2 <= b1 for b1, b2 in pairwise(c.batches)) or c.batches[0] < 1:
-            raise ResultsError(f"{path}: the batches of {c.model}'s {c.kind!r} curve are not increasing from 1 up")
+            raise ResultsError(f"{path}: the batches of {c.model}'s {c.setup!r} curve are not increasing from 1 up")
         try:
             c.seq_len  # noqa: B018 - parsing the row is the check
         except (ValueError, KeyError, IndexError) as error:
