@@ -1,5 +1,5 @@
 """The categories a simulated peak splits into, declared once: what the simulation's tracker counts
-(generator/predict/tracker.py, and a sharded card's share of each, predict/sharding.py), the field a prediction
+(generator/predict/exact/tracker.py, and a sharded card's share of each, predict/sharding.py), the field a prediction
 stores each in (``<category>_bytes``, generator/store/records.py), and the words the tool says them in."""
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations")

@@ -58,7 +58,7 @@ Check = Callable[[dict, str], int]  # a config file's checks: its maximum positi
 def resolve_model(text: str | None, check: Check | None = None) -> ModelSource:
     """Turn a --model value into a checked ModelSource, or raise ModelError with a one-line reason. A config
     file's checks are check_causal_lm's, or ``check``'s: the same checks, their answer kept from an earlier
-    run (generator/predict/kept.py)."""
+    run (generator/predict/fast/kept.py)."""
     check = check or check_causal_lm
     if text is None or text.lower() in _BUILTIN_CONFIGS:
         name, file_name = _BUILTIN_CONFIGS[(text or DEFAULT_MODEL).lower()]

@@ -31,7 +31,7 @@ class Prepared:
     batch: Any  # a LongTensor of token ids, batch × length
     lora_targets: tuple[str, ...] = ()
     # the step's autocast, given whether it is on; None: torch's own for the batch's device. The simulation of a
-    # GPU's program gives CUDA's here (generator/predict/cuda_program.py).
+    # GPU's program gives CUDA's here (generator/predict/exact/cuda_program.py).
     autocast: Callable[[bool], Any] | None = None
     loss: str = ""  # the loss's program (coordinates.LOSSES); "" is transformers' own
     offload: bool = False  # the decoder's saved activations offloaded to the host (generator/savers.py)

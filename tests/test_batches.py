@@ -1,4 +1,4 @@
-"""The batch fast path (generator/predict/batches.py) is the simulation, byte for byte: on each of the 14
+"""The batch fast path (generator/predict/fast/batches.py) is the simulation, byte for byte: on each of the 14
 architectures in tests/architectures/, for every set-up the answers are given for and both programs, a row asked
 at batch 2 and then 5 (where the line to the far batch is read, and checked at batch 3) gives at 5 the figures
 and the trace that simulating that batch gives. A line is read only where its check lies on it, never for batch
@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from generator.answers.setups import KINDS
 from generator.matrix import batch_limit, parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import batches, decode
-from generator.predict.simulate import PROGRAMS, _cpu_part, _cuda_part, simulate_part
-from generator.predict.small_depths import SHAPES, shape_key, simulate_full
-from generator.predict.tracker import StorageTracker
+from generator.predict.exact.parts import PROGRAMS, _cpu_part, _cuda_part
+from generator.predict.exact.tracker import StorageTracker
+from generator.predict.fast import batches, decode
+from generator.predict.fast.small_depths import SHAPES, shape_key, simulate_full
+from generator.predict.simulate import simulate_part
 
 pytestmark = pytest.mark.slow  # simulates every architecture at several batches
 

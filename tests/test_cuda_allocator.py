@@ -135,9 +135,10 @@ def test_the_fast_replay_equals_the_linear_one_on_a_simulated_training_step(monk
     from generator.matrix import parse_row
     from generator.model_source import resolve_model
     from generator.predict import simulate
+    from generator.predict.exact import parts
 
     traces = []
-    monkeypatch.setattr(simulate, "replay", lambda events, expandable=False: traces.append(events) or
+    monkeypatch.setattr(parts, "replay", lambda events, expandable=False: traces.append(events) or
                         replay(events, expandable))
     simulate.simulate(parse_row("train-b4-s64"), resolve_model(str(TINY_MODEL)))
     assert len(traces[0]) > 1000  # a real trace: thousands of storages made and freed

@@ -1,4 +1,4 @@
-"""The GPU's program in the simulation (generator/predict/cuda_program.py): CUDA's SDPA backend, CUDA
+"""The GPU's program in the simulation (generator/predict/exact/cuda_program.py): CUDA's SDPA backend, CUDA
 autocast's lists and bitsandbytes' fused update, each checked against what PyTorch's and bitsandbytes' sources
 say, with expectations worked out by hand."""
 
@@ -8,9 +8,9 @@ from conftest import TINY_MODEL
 
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.predict import cuda_program
-from generator.predict.cuda_program import CPU, CUDA, CUDA_SDPA_ONLY, cuda_autocast, sdpa_backend
-from generator.predict.fake_run import _run
+from generator.predict.exact import cuda_program
+from generator.predict.exact.cuda_program import CPU, CUDA, CUDA_SDPA_ONLY, cuda_autocast, sdpa_backend
+from generator.predict.fast.small_depths import fast_run as _run
 
 
 def _qkv(dtype: torch.dtype, heads: int = 4, kv_heads: int = 4, head: int = 16) -> tuple:
@@ -120,7 +120,7 @@ def test_adamw_updates_every_parameter_at_once_on_a_gpu() -> None:
     """torch's AdamW runs its foreach update on CUDA (its default where every parameter is there) and a loop on
     the CPU: on a GPU the update holds a temporary of every parameter together, counted as optimizer state, so a
     card of a ZeRO-1 row holds its share of them as it does of the moments."""
-    from generator.predict.sharding import per_card
+    from generator.predict.exact.sharding import per_card
 
     row, source = parse_row("train-b2-s64"), resolve_model(str(TINY_MODEL))
     foreach, prepared, _ = _run(row, source, CUDA)

@@ -1,4 +1,4 @@
-"""The decode fast path (generator/predict/decode.py) is the full run, byte for byte: a generation row's journal
+"""The decode fast path (generator/predict/fast/decode.py) is the full run, byte for byte: a generation row's journal
 written from two short runs is the journal of the run that decodes every token, entry for entry (each with the
 bytes of the storage it names, and naming the same storage), on each of the 14 architectures in
 tests/architectures/, for both programs. A KV cache that stops growing between the short runs' positions (a
@@ -12,11 +12,11 @@ from conftest import TESTS
 
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.predict import decode
-from generator.predict.depth import _tokens
-from generator.predict.fake_run import _run
-from generator.predict.simulate import PROGRAMS
-from generator.predict.small_depths import decoded
+from generator.predict.exact.parts import PROGRAMS
+from generator.predict.fast import decode
+from generator.predict.fast.depth import _tokens
+from generator.predict.fast.small_depths import decoded
+from generator.predict.fast.small_depths import fast_run as _run
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 

@@ -1,4 +1,4 @@
-"""The depth fast path (generator/predict/depth.py) is the full simulation, byte for byte: every figure of the
+"""The depth fast path (generator/predict/fast/depth.py) is the full simulation, byte for byte: every figure of the
 prediction but its seconds, and the trace the allocator replays, on each of the 14 architectures in
 tests/architectures/ (grown to eight layers) for every set-up the answers are given for, and on the shipped
 configs at their own depth; and so is a later batch of the same row answered from the shape the first one read
@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import depth, inserted_runs
-from generator.predict.fake_run import _run
-from generator.predict.simulate import METHOD, PROGRAMS, _cpu_part, _cuda_part
-from generator.predict.small_depths import SHAPES, shape_key, simulate_by_depth, simulate_full, simulate_like
-from generator.predict.tracker import StorageTracker
+from generator.predict.exact.parts import PROGRAMS, _cpu_part, _cuda_part
+from generator.predict.exact.tracker import StorageTracker
+from generator.predict.fast import depth, inserted_runs
+from generator.predict.fast.small_depths import SHAPES, shape_key, simulate_by_depth, simulate_full, simulate_like
+from generator.predict.fast.small_depths import fast_run as _run
+from generator.predict.simulate import METHOD
 
 pytestmark = pytest.mark.slow  # simulates every architecture and shipped config at full depth, twice
 
@@ -190,7 +191,7 @@ def test_arithmetic_extends_a_figure_that_grows_by_one_step() -> None:
 
 
 def _program():
-    from generator.predict.cuda_program import CPU
+    from generator.predict.exact.cuda_program import CPU
 
     return CPU
 
@@ -243,8 +244,8 @@ def test_a_batch_that_takes_other_paths_reads_its_shape_from_three_depths(tmp_pa
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """After batch 1 read the row's shape from four small depths, batch 2 (whose journals name other storages,
     so batch 1's shape cannot serve it) reads its own from three, and answers as the full simulation does."""
-    from generator.predict import small_depths
-    from generator.predict.cuda_program import CUDA
+    from generator.predict.exact.cuda_program import CUDA
+    from generator.predict.fast import small_depths
 
     source, depths = _deep(TESTS / "tiny-llama.json", tmp_path, 16), []
     run_row = small_depths.run_row

@@ -1,4 +1,4 @@
-"""The simulation's FakeTensorMode (generator/predict/fake_mode.py) against the plain one it replaced, a
+"""The simulation's FakeTensorMode (generator/predict/fast/fake_mode.py) against the plain one it replaced, a
 FakeTensorMode with the tracker's dispatch mode stacked on it: the journals are the same, entry for entry, on each
 of the 14 architectures in tests/architectures/ for every set-up the answers are given for (CUDA's program), and
 on the tiny Llama for the CPU's program too, the simulation's run with Python's cyclic collector paused (as
@@ -15,11 +15,12 @@ from conftest import TESTS
 from generator.answers.setups import KINDS
 from generator.matrix import RowSpec, parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import fake_mode, fake_run
-from generator.predict.batches import indexed
-from generator.predict.cuda_program import CPU, CUDA, Program
+from generator.predict.exact import run as fake_run
+from generator.predict.exact.cuda_program import CPU, CUDA, Program
+from generator.predict.exact.tracker import StorageTracker
+from generator.predict.fast import fake_mode, small_depths
+from generator.predict.fast.batches import indexed
 from generator.predict.simulate import collector_paused
-from generator.predict.tracker import StorageTracker
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 ROWS = [template.format(b=2, s=16) for template in KINDS.values()]
@@ -30,30 +31,21 @@ def _keys_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fake_mode, "CHECK_KEYS", True)
 
 
-def _stacked(tracker: StorageTracker) -> Any:
-    """The replaced way: a plain FakeTensorMode, with the tracker's dispatch mode entered where tracking begins."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    fake = FakeTensorMode()
-    fake.tracking_on = tracker.mode  # type: ignore[attr-defined]
-    return fake
-
-
-def _outcome(row: RowSpec, source: ModelSource, program: Program) -> Any:
+def _outcome(row: RowSpec, source: ModelSource, program: Program, run: Any) -> Any:
     """The run, or why it failed (Falcon's attention has no nn.Linear for a 4-bit row, say)."""
     try:
-        return fake_run._run(row, source, program)
+        return run(row, source, program)
     except Exception as error:  # torch, transformers, peft and bitsandbytes fail with exceptions of many types
         return f"{type(error).__name__}: {error}"
 
 
 def _same(config: Path, row_id: str, program: Program, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path's mode (small_depths.fast_run at full depth) against the reference's (exact/run.py run_fake,
+    a plain FakeTensorMode with the tracker's dispatch mode stacked on it)."""
     row, source = parse_row(row_id), resolve_model(str(config))
     with collector_paused():  # as simulate_part runs: the plain mode's run below has the collector on
-        inside = _outcome(row, source, program)
-    with monkeypatch.context() as patched:
-        patched.setattr(fake_run, "tracking_fake_mode", _stacked)
-        stacked = _outcome(row, source, program)
+        inside = _outcome(row, source, program, small_depths.fast_run)
+    stacked = _outcome(row, source, program, fake_run.run_fake)
     if isinstance(inside, str) or isinstance(stacked, str):  # a row the architecture cannot run fails alike
         assert inside == stacked, (config.stem, row_id)
         return
@@ -118,7 +110,7 @@ def test_the_check_catches_an_output_made_wrong(monkeypatch: pytest.MonkeyPatch)
 
     import torch
 
-    from generator.predict import fake_hits
+    from generator.predict.fast import fake_hits
 
     def wrong_dtype(mode: Any, made: Any, viewed: Any, found: Any) -> Any:
         return directly(mode, dataclasses.replace(made, dtype=torch.float64), viewed, found)
@@ -156,7 +148,7 @@ def test_the_check_catches_a_constant_read_wrong(monkeypatch: pytest.MonkeyPatch
     FakeTensorMode's constant propagation gives; one read wrong is refused by the check."""
     import torch
 
-    from generator.predict import fake_hits
+    from generator.predict.fast import fake_hits
 
     with fake_mode.tracking_fake_mode(StorageTracker()):
         step = torch.tensor(3.0)
@@ -195,12 +187,12 @@ def test_the_check_catches_a_custom_operator_learnt_wrong(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(fake_mode, "LEARNT", {})
     row, source = parse_row(QLORA_ROW), resolve_model(str(TESTS / "architectures" / "llama.json"))
-    fake_run._run(row, source, CUDA)
+    small_depths.fast_run(row, source, CUDA)
     for key, (_, (returned, specs)) in _learnt_custom().items():
         fake_mode.LEARNT[key] = (fake_mode.FRESH, (returned, tuple((*spec[:2], torch.float64, spec[3])
                                                                     for spec in specs)))
     with pytest.raises(AssertionError, match="made other tensors"):
-        fake_run._run(row, source, CUDA)
+        small_depths.fast_run(row, source, CUDA)
 
 
 def test_a_key_made_before_the_call_is_handed_over_once_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,7 +105,7 @@ def _real_tensor_peaks(row_id: str, model_path: Path = TINY_MODEL) -> tuple[int,
     from transformers import AutoModelForCausalLM
 
     from generator.model_source import dtype_argument, load_config
-    from generator.predict.fake_run import StorageTracker, _watch
+    from generator.predict.exact.run import StorageTracker, _watch
     from generator.quantize import bitsandbytes_cpu_updates
     from generator.steps import prepare, run_steps
 

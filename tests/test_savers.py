@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from generator import savers
 from generator.coordinates import savers as savers_on
 from generator.matrix import RowError, parse_row
-from generator.predict.tracker import HOST, StorageTracker, peak_and_trace
+from generator.predict.exact.tracker import HOST, StorageTracker, peak_and_trace
 
 
 def _plain_loss(head: torch.nn.Linear, hidden: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
@@ -138,8 +138,8 @@ def test_fit_with_refuses_a_token_it_does_not_add_in_one_line() -> None:
 def test_a_checkpointed_4bit_base_is_simulated_at_full_depth() -> None:
     """Its trace does not extend by depth (quantize.checkpointed_four_bit): the fast path gives no answer."""
     from generator.model_source import resolve_model
-    from generator.predict.cuda_program import CPU
-    from generator.predict.small_depths import simulate_by_depth
+    from generator.predict.exact.cuda_program import CPU
+    from generator.predict.fast.small_depths import simulate_by_depth
 
     source = resolve_model("SmolLM2-135M-Instruct")
     assert simulate_by_depth(parse_row("train-b1-s16-ckpt-bf16-nf4-lora8"), source, CPU) is None

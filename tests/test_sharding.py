@@ -6,13 +6,14 @@ from conftest import TINY_MODEL
 
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.predict.sharding import per_card
-from generator.predict.simulate import StorageTracker, simulate
+from generator.predict.exact.sharding import per_card
+from generator.predict.exact.tracker import StorageTracker
+from generator.predict.simulate import simulate
 
 
 def _traced(row_id: str) -> StorageTracker:
     """The tracker of a simulation of the tiny llama, kept for replays (fake_run makes each run's tracker)."""
-    import generator.predict.fake_run as simulation
+    import generator.predict.exact.run as simulation
 
     kept: list[StorageTracker] = []
     original = simulation.StorageTracker

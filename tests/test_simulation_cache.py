@@ -11,8 +11,8 @@ from conftest import TINY_MODEL
 from generator.answers.cuda_allocator import CUDA_CONTEXT_BYTES
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.predict import kept as fast
 from generator.predict import simulate as simulation
+from generator.predict.fast import kept as fast
 from generator.store import simulations
 
 

@@ -13,9 +13,9 @@ from conftest import TESTS
 
 from generator.matrix import parse_row
 from generator.model_source import ModelSource, resolve_model
-from generator.predict import stack
-from generator.predict.simulate import PROGRAMS
-from generator.predict.small_depths import SHAPES, simulate_by_depth, simulate_full, simulate_like
+from generator.predict.exact.parts import PROGRAMS
+from generator.predict.fast import stack
+from generator.predict.fast.small_depths import SHAPES, simulate_by_depth, simulate_full, simulate_like
 
 pytestmark = pytest.mark.slow  # simulates configs at scale or starts processes that import torch
 

@@ -92,6 +92,31 @@ def test_the_stage_check_catches_an_upward_and_a_sideways_import() -> None:
     assert not violations({"generator.cli.commands": {"generator.store.catalog", "generator.answers.setups"}})
 
 
+def predict_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Inside predict, one direction: the exact simulation (predict.exact) imports neither the fast path nor the
+    rest of predict, and the fast path (predict.fast) imports the exact one but not the rest of predict."""
+    found = []
+    for module, targets in graph.items():
+        part = module.split(".")[2] if module.startswith("generator.predict.") else ""
+        for target in (t for t in targets if t.startswith("generator.predict.")):
+            other = target.split(".")[2]
+            allowed = {"exact": {"exact"}, "fast": {"fast", "exact"}}.get(part)
+            if allowed is not None and other not in allowed:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def test_the_exact_simulation_never_imports_the_fast_path() -> None:
+    graph = {name: imported(path) for name, path in modules().items()}
+    assert {name.split(".")[2] for name in graph if name.count(".") >= 3 and name.startswith("generator.predict.")
+            } == {"exact", "fast"}
+    assert predict_violations(graph) == []
+    assert predict_violations({"generator.predict.exact.run": {"generator.predict.fast.fake_mode"}})
+    assert predict_violations({"generator.predict.fast.depth": {"generator.predict.simulate"}})
+    assert not predict_violations({"generator.predict.fast.small_depths": {"generator.predict.exact.run"},
+                                   "generator.predict.simulate": {"generator.predict.fast.batches"}})
+
+
 def test_no_module_over_300_lines_and_no_function_over_50() -> None:
     long_modules, long_functions = [], []
     for name, path in modules().items():

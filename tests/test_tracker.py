@@ -1,4 +1,4 @@
-"""A tracker replayed from its journal (generator/predict/tracker.py) is the whole replay, figure for figure: the
+"""A tracker replayed from its journal (generator/predict/exact/tracker.py) is the whole replay, figure for figure: the
 lean pass that gives the tensor peak, its phase and the allocator's trace equals StorageTracker's own entries, on
 journals Hypothesis writes and on every architecture's real runs, and every other figure comes from the whole
 replay."""
@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from generator.matrix import parse_row
 from generator.model_source import resolve_model
-from generator.predict.cuda_program import CPU, CUDA
-from generator.predict.fake_run import _run
-from generator.predict.tracker import Replayed, StorageTracker
+from generator.predict.exact.cuda_program import CPU, CUDA
+from generator.predict.exact.tracker import Replayed, StorageTracker
+from generator.predict.fast.small_depths import fast_run as _run
 
 ARCHITECTURES = sorted((TESTS / "architectures").glob("*.json"))
 FIGURES = ("peak", "peak_phase", "peak_split", "phase_peaks", "events", "event_kinds", "phase_marks", "journal",
@@ -65,8 +65,9 @@ def test_a_replayed_tracker_is_the_whole_replay_on_every_architecture(path) -> N
 def test_a_gpu_part_reads_only_the_lean_pass_and_equals_the_whole_replays() -> None:
     """The GPU's part (its tensor peak, phase and reserves) is made from the lean pass alone, and is the part the
     whole replay gives; the CPU's reads the split, from the whole replay."""
-    from generator.predict.fake_run import model_facts
-    from generator.predict.simulate import METHOD, _cpu_part, _cuda_part
+    from generator.predict.exact.parts import _cpu_part, _cuda_part
+    from generator.predict.exact.run import model_facts
+    from generator.predict.simulate import METHOD
 
     row = parse_row("train-b2-s16-amp")
     tracker, prepared, _ = _run(row, resolve_model(str(ARCHITECTURES[0])), CUDA)

@@ -43,7 +43,7 @@ class FitAnswer:
     error: str = ""  # why this kind could not be simulated ('' when it was)
     allowance_ppm: int = PPM  # the allowance on the simulated reserve in the peaks (QLoRA's on a GPU), per million
     host_bytes: int = 0  # on a GPU, the host memory beside the card at that batch (paged state, offloaded
-    # activations: generator/predict/cuda_program.py), which the card's figure leaves out
+    # activations: generator/predict/exact/cuda_program.py), which the card's figure leaves out
     past_curve: bool = False  # read from a curve whose every simulated batch fits, short of the batch limit
     read_from: str = ""  # the curves' file where the answer was read from one (answers/from_curve.py), not simulated
 
@@ -89,8 +89,8 @@ def largest_batch(peak: Callable[[int], int], usable: int, limit: int) -> int:
     the answer, interpolating, and bisecting once after a guess that left more than half the bracket.
 
     Batch 1 is asked only where batch 2 does not fit. A dimension of one takes other paths (a copy skipped, a
-    view kept), so a simulation reads batches 2 and up from one line (generator/predict/batches.py), where batch
-    1 costs a simulation of its own at three or four small depths (generator/predict/depth.py). Where a peak is
+    view kept), so a simulation reads batches 2 and up from one line (generator/predict/fast/batches.py), where batch
+    1 costs a simulation of its own at three or four small depths (generator/predict/fast/depth.py). Where a peak is
     not monotone in the batch (a simulated GPU reserve can dip), the edge the search finds depends on the batches
     it asks: SEARCH names them, and a curve pinned by another search is simulated again."""
     if limit < 2 or peak(2) > usable:

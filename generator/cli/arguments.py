@@ -23,7 +23,7 @@ def resolved_model(args: argparse.Namespace, rows: tuple[RowSpec, ...]):  # -> M
     from dataclasses import replace
 
     from generator.model_source import check_lengths, check_lora_targets, resolve_model
-    from generator.predict.kept import kept_check
+    from generator.predict.fast.kept import kept_check
 
     source = resolve_model(args.model, kept_check)  # a config checked once is not built again (kept.py)
     check_lengths(source, [row.positions for row in rows if row.mode != Mode.BASELINE])

@@ -50,7 +50,7 @@ def probe_context() -> dict:
 def answer_rows(measurements: Path, model: str, card_bytes: int) -> list[RowSpec]:
     """The fit page's first-screen answers for one model on the card, as rows at their batch."""
     from generator.answers.fit import STATED_MARGIN
-    from generator.predict.kept import METHOD
+    from generator.predict.fast.kept import METHOD
     from generator.report.fit_page import Budget, site_answers
     from generator.store.fit_table import load_fit
     from generator.store.layout import fit_files

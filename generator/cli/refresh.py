@@ -21,7 +21,7 @@ from generator.measure.matrix_run import MeasureRequest, measure_rows, utc_now
 from generator.measure.probe import describe_outcome, plan_probe
 from generator.model_source import ModelSource
 from generator.predict import curves, rows
-from generator.predict.kept import METHOD
+from generator.predict.fast.kept import METHOD
 from generator.predict.parallel import default_workers
 from generator.store import catalog, fit_table, runlog
 from generator.store.catalog import load_folder

@@ -55,7 +55,7 @@ def _name(model: str) -> str:
 
 def run_case(model: str, row: str, again: bool = True) -> dict:
     """One `predict` of one row, or of the default rows, from nothing kept; then (unless `again` is off) the same
-    question asked again, answered from what the first kept (generator/predict/kept.py)."""
+    question asked again, answered from what the first kept (generator/predict/fast/kept.py)."""
     arguments = ["predict", "--model", model, *([] if row == DEFAULT_ROWS else ["--rows", row]), "--format", "json"]
     with tempfile.TemporaryDirectory(prefix="memory-budget-benchmark-") as cache:
         seconds, peak = _timed(arguments, cache)

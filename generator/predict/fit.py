@@ -184,7 +184,7 @@ def fit(predictor: Predictor, seq_len: int, budget: int, margin: float = STATED_
 
 def _imports_peft(template: str) -> bool:
     """Whether a set-up's simulation imports peft or bitsandbytes (LoRA, whose peft imports bitsandbytes; a 4-bit
-    base; the 8-bit AdamW): a quarter of a second the first time in a process (fake_run's _uncompiled_imports),
+    base; the 8-bit AdamW): a quarter of a second the first time in a process (exact/run.py's _uncompiled_imports),
     and what they learn of LoRA's operators, so such set-ups are run by one worker where they can (parallel.py's
     families)."""
     row = parse_row(template.format(b=1, s=1))

@@ -1,5 +1,5 @@
 """The CPU's program against the GPU's, for every shipped config and set-up: the tensor peak each simulation
-gives at batch 1 and the site's length, their difference, and what makes it (generator/predict/cuda_program.py):
+gives at batch 1 and the site's length, their difference, and what makes it (generator/predict/exact/cuda_program.py):
 the SDPA backend CUDA picks, measured by a run with that decision alone, and the rest (CUDA autocast's lists for
 mixed precision, the optimizers' updates as CUDA runs them: bitsandbytes' fused 8-bit kernel, AdamW's foreach).
 `python -m generator.predict.programs [MODEL ...]` prints the table as Markdown; the figures are simulated tensor
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from generator.answers.setups import KINDS
 from generator.matrix import Mode, parse_row
 from generator.model_source import SHIPPED_MODELS, resolve_model
-from generator.predict import cuda_program
 from generator.predict.curves import SITE_SEQ_LEN
-from generator.predict.fake_run import _run
+from generator.predict.exact import cuda_program
+from generator.predict.fast.small_depths import fast_run as _run
 from generator.units import format_mib
 
 

@@ -19,7 +19,7 @@ from generator.matrix import Mode, RowSpec
 from generator.measure.environment import collect_environment
 from generator.model_source import ModelSource
 from generator.predict import parallel
-from generator.predict.kept import kept_predictions
+from generator.predict.fast.kept import kept_predictions
 from generator.quantize import uses_bitsandbytes
 from generator.store import catalog, codec, layout
 from generator.store.records import Prediction, ResultsError

@@ -12,26 +12,16 @@ import gc
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
 
-from generator.answers.cuda_allocator import replay
 from generator.escaping import one_line_error
 from generator.matrix import RowSpec, batch_limit
 from generator.model_source import ModelError, ModelSource
-from generator.predict import batches
-from generator.predict.cuda_program import CPU, CUDA
-from generator.predict.fake_run import ModelFacts
-from generator.predict.kept import METHOD, kept_part, simulation_key
-from generator.predict.sharding import METHOD as SHARDING_METHOD
-from generator.predict.sharding import per_card
-from generator.predict.small_depths import WORTH_LAYERS, Simulated, shape_key, simulate_by_depth, simulate_full
-from generator.predict.tracker import StorageTracker
+from generator.predict.exact.parts import PROGRAMS, part
+from generator.predict.fast import batches
+from generator.predict.fast.kept import METHOD, kept_part, simulation_key
+from generator.predict.fast.small_depths import WORTH_LAYERS, Simulated, shape_key, simulate_by_depth, simulate_full
 from generator.store import simulations
 from generator.store.records import CpuPart, CudaPart, Prediction, joined
-
-FALLBACK_EXPERTS = "; experts through transformers' grouped_mm fallback op (same outputs; its fake kernel takes fp32)"
-
-PROGRAMS = {"cpu": CPU, "cuda": CUDA}  # a part's name -> the program it simulates
 
 
 def simulate_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:
@@ -69,55 +59,12 @@ def _simulate_part(row: RowSpec, source: ModelSource, program: str, expandable: 
 
     tracker, facts, rerouted = batches.along(shape_key(row, source, chosen), row.batch_size,
                                              batch_limit(row.seq_len), at_batch)
-    method = METHOD + (FALLBACK_EXPERTS if rerouted and facts.experts else "")
-    if row.sharding:
-        method += f"; one card's share under {row.sharding} on {row.gpus} cards ({SHARDING_METHOD})"
-    seconds = time.perf_counter() - started
-    if program == "cpu":
-        return _cpu_part(tracker, facts, row, method, seconds)
-    return _cuda_part(tracker, facts, row, method, seconds, expandable)
+    return part(tracker, facts, rerouted, row, program, METHOD, time.perf_counter() - started, expandable)
 
 
 def simulate(row: RowSpec, source: ModelSource) -> Prediction:
     """The row's steps twice, as the CPU runs them and as a GPU runs them: the whole prediction."""
     return joined(simulate_part(row, source, "cpu"), simulate_part(row, source, "cuda"))  # type: ignore[arg-type]
-
-
-def _card(tracker: StorageTracker, facts: ModelFacts, row: RowSpec,
-          split: bool = True) -> tuple[int, str, dict, dict, list]:
-    """The figures of a finished simulation: the whole run's, or for a sharded row one card's (sharding.py);
-    without ``split`` (a GPU's part) the run's split and phase peaks are not read ({}), so a tracker replayed from
-    its journal needs only its lean pass (tracker.py)."""
-    if row.sharding:
-        card = per_card(tracker, row, facts.whole)
-        return card.peak, card.phase, card.split, card.phase_peaks, card.events
-    if not split:
-        return tracker.peak, tracker.peak_phase, {}, {}, tracker.events
-    return tracker.peak, tracker.peak_phase, tracker.peak_split, tracker.phase_peaks, tracker.events
-
-
-def _counts(facts: ModelFacts, method: str, seconds: float) -> dict[str, Any]:
-    return {"parameters": facts.parameters, "trainable_parameters": facts.trainable, "method": method,
-            "seconds": seconds, "lora_targets": facts.lora_targets, "quantization_bytes": facts.quantization_bytes}
-
-
-def _cpu_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float) -> CpuPart:
-    """The CPU program's figures: its tensor peak, the phase and split of it, and each phase's peak."""
-    peak, phase, split, phases, _ = _card(tracker, facts, row)
-    return CpuPart(tensor_peak_bytes=peak, phase=phase, weights_bytes=split["weights"],
-                   gradients_bytes=split["gradients"], optimizer_bytes=split["optimizer"],
-                   activations_bytes=split["activations"], phase_peak_bytes=dict(phases),
-                   **_counts(facts, method, seconds))
-
-
-def _cuda_part(tracker: StorageTracker, facts: ModelFacts, row: RowSpec, method: str, seconds: float,
-               expandable: bool = True) -> CudaPart:
-    """The GPU program's tensor peak and phase, and the caching allocator's reserve replaying it; with expandable
-    segments too where asked (each replay of a deep model's trace walks a hundred thousand events)."""
-    peak, phase, _, _, events = _card(tracker, facts, row, split=False)
-    return CudaPart(cuda_tensor_peak_bytes=peak, cuda_phase=phase, cuda_reserved_bytes=replay(events).peak_reserved,
-                    cuda_expandable_bytes=replay(events, expandable=True).peak_reserved if expandable else None,
-                    cuda_host_bytes=tracker.host_peak, **_counts(facts, method, seconds))
 
 
 def simulate_kept_part(row: RowSpec, source: ModelSource, program: str, expandable: bool = True) -> CpuPart | CudaPart:

@@ -173,7 +173,7 @@ class Prediction:
     # cuda_allocator.py): the bytes it would reserve, with fixed and with expandable segments. Simulated.
     cuda_reserved_bytes: int = 0
     cuda_expandable_bytes: int = 0
-    # The tensor peak of the GPU's program (generator/predict/cuda_program.py: CUDA's SDPA backend, its autocast
+    # The tensor peak of the GPU's program (generator/predict/exact/cuda_program.py: CUDA's SDPA backend, its autocast
     # lists, bitsandbytes' fused update), whose allocations the two reserves above replay, and its phase.
     # 0 and '' in predictions made before it, whose reserves replayed the CPU's program.
     cuda_tensor_peak_bytes: int = 0
@@ -182,7 +182,7 @@ class Prediction:
     # from the real quantized storages; 0 for a base in its dtype.
     quantization_bytes: int = 0
     # The GPU's program's peak of host memory (activations offloaded, paged optimizer state in unified memory,
-    # generator/predict/cuda_program.py): apart from its device peak, which max_memory_allocated counts.
+    # generator/predict/exact/cuda_program.py): apart from its device peak, which max_memory_allocated counts.
     cuda_host_bytes: int = 0
 
 

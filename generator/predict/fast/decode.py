@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from generator.predict.depth import _tokens
+from generator.predict.fast.depth import _tokens
 
 SHORT = 5  # the new tokens of the two short runs: four decode steps a step, three of them alike
 Entry = tuple[Any, ...]  # a tracker's journal entry; here with each storage named by its made entry's index

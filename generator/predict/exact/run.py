@@ -1,22 +1,22 @@
 """One run of a row's steps under FakeTensorMode, as a program runs them, with its storages tracked
-(generator/predict/tracker.py), and the prepared model's counts: what simulate.py runs at full depth and at the
-small depths of the fast path."""
+(generator/predict/exact/tracker.py), and the prepared model's counts: the exact simulation. Under PyTorch's own
+FakeTensorMode with the tracker's dispatch mode stacked on it (plain_mode) it is the reference; the fast path runs
+the same steps under its own FakeTensorMode (generator/predict/fast/fake_mode.py) and at small depths."""
 
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.util import find_spec
 from typing import Any
 
 from generator.matrix import RowSpec
-from generator.model_source import ModelSource, dtype_argument, from_config
-from generator.predict.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates, host_memory
-from generator.predict.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
-from generator.predict.fake_mode import tracking_fake_mode
-from generator.predict.sharding import share, whole_units
-from generator.predict.stack import cut_config
-from generator.predict.tracker import StorageTracker
+from generator.model_source import ModelSource, dtype_argument, from_config, load_config
+from generator.predict.exact.cuda_program import Program, cuda_autocast, cuda_sdpa_mode, foreach_updates, host_memory
+from generator.predict.exact.fake_friendly import experts_fake_friendly, modules_stay_put, sequences_unpacked
+from generator.predict.exact.sharding import share, whole_units
+from generator.predict.exact.tracker import StorageTracker
 from generator.quantize import (
     bitsandbytes_cpu_updates,
     bitsandbytes_fake_friendly,
@@ -72,20 +72,31 @@ def _uncompiled_imports(row: RowSpec) -> None:
             os.environ["TORCHDYNAMO_DISABLE"] = before
 
 
-def _run(row: RowSpec, source: ModelSource, program: Program, layers: int | None = None,
-         marks: list[int] | None = None) -> tuple[StorageTracker, Prepared, bool]:
-    """Build the model from its config (cut to ``layers`` decoder layers if given) under FakeTensorMode and run
-    the row's steps as the program runs them (generator/predict/cuda_program.py), tracking storages; with
-    ``marks``, the journal's length as each forward pass of the model begins is added to it (the decode fast
-    path, decode.py, finds the decode steps by them). Returns the tracker, the prepared row, and whether the
-    experts went through transformers' fallback op."""
+def plain_mode(tracker: StorageTracker) -> Any:
+    """PyTorch's own FakeTensorMode, with the tracker's dispatch mode entered where tracking begins: the
+    reference's mode, one Python dispatch layer above FakeTensorMode, seeing what it returns to the caller."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode()
+    fake.tracking_on = tracker.mode  # type: ignore[attr-defined]
+    return fake
+
+
+def run_fake(row: RowSpec, source: ModelSource, program: Program, config: Any = None, marks: list[int] | None = None,
+             mode: Callable[[StorageTracker], Any] = plain_mode) -> tuple[StorageTracker, Prepared, bool]:
+    """Build the model from its config (``config``, else the model's own) under a FakeTensorMode (``mode``: the
+    reference's plain one, unless the fast path gives its own) and run the row's steps as the program runs them
+    (generator/predict/exact/cuda_program.py), tracking storages; with ``marks``, the journal's length as each
+    forward pass of the model begins is added to it (the decode fast path finds the decode steps by them).
+    Returns the tracker, the prepared row, and whether the experts went through transformers' fallback op."""
     import torch
 
     _uncompiled_imports(row)
     tracker = StorageTracker()
-    fake = tracking_fake_mode(tracker)
+    fake = mode(tracker)
     with fake, modules_stay_put(), bitsandbytes_fake_friendly(row, fake):
-        model = from_config(source, cut_config(source, layers), **{dtype_argument(): getattr(torch, row.dtype)})
+        model = from_config(source, load_config(source) if config is None else config,
+                            **{dtype_argument(): getattr(torch, row.dtype)})
         model.tie_weights()
         prepared = prepare(model, row, lora_targets=source.lora_targets)
     prepared.autocast = cuda_autocast if program.autocast else None

@@ -29,15 +29,13 @@ from generator.store.simulations import CheckKey, SimulationKey
 METHOD = ("FakeTensorMode, live tensor storages, the real run's mask path, generate()'s last-position logits, "
           "CUDA's program for GPU figures, AdamW's foreach update on CUDA")
 # the modules whose code decides a simulation's figures: a kept simulation made by other code is not used
-SIMULATOR_MODULES = ("generator.predict.simulate", "generator.predict.fake_run", "generator.answers.cuda_allocator",
-                     "generator.steps",
-                     "generator.predict.fake_friendly", "generator.predict.cuda_program",
-                     "generator.model_source", "generator.quantize", "generator.predict.sharding",
-                     "generator.predict.tracker", "generator.predict.fake_mode", "generator.predict.fake_hits",
-                     "generator.predict.depth",
-                     "generator.predict.inserted_runs",
-                     "generator.predict.stack", "generator.predict.small_depths", "generator.predict.decode",
-                     "generator.predict.batches")
+SIMULATOR_MODULES = ("generator.predict.simulate", "generator.answers.cuda_allocator", "generator.steps",
+                     "generator.model_source", "generator.quantize",
+                     *(f"generator.predict.exact.{name}" for name in
+                       ("run", "parts", "fake_friendly", "cuda_program", "sharding", "tracker")),
+                     *(f"generator.predict.fast.{name}" for name in
+                       ("fake_mode", "fake_hits", "depth", "inserted_runs", "stack", "small_depths", "decode",
+                        "batches")))
 CHECK_MODULES = ("generator.model_source", "generator.libraries")  # the code of a config's checks
 
 

@@ -8,14 +8,15 @@ from typing import Any
 
 from generator.matrix import Mode, RowSpec
 from generator.model_source import ModelSource, load_config
-from generator.predict import decode, depth, stack
-from generator.predict.cuda_program import Program
-from generator.predict.fake_run import ModelFacts, _run, model_facts
-from generator.predict.tracker import StorageTracker
+from generator.predict.exact.cuda_program import Program
+from generator.predict.exact.run import ModelFacts, model_facts, run_fake
+from generator.predict.exact.tracker import StorageTracker
+from generator.predict.fast import decode, depth, stack
+from generator.predict.fast.fake_mode import tracking_fake_mode
 from generator.quantize import checkpointed_four_bit
 from generator.steps import Prepared
 
-DEPTHS = 4  # the small depths the fast path simulates (generator/predict/depth.py), from FIRST_LAYERS; three where
+DEPTHS = 4  # the small depths the fast path simulates (generator/predict/fast/depth.py), from FIRST_LAYERS; three where
 # the row's stack was seen to repeat at another batch (_seen_repeat)
 FIRST_LAYERS = (1, 2)
 WORTH_LAYERS = 16  # below this, the small depths (10 layers in all, or 14) cost about what the full depth does
@@ -23,18 +24,26 @@ Simulated = tuple[StorageTracker, ModelFacts, bool]  # a finished run's tracker,
 # the experts went through transformers' fallback op
 
 
+def fast_run(row: RowSpec, source: ModelSource, program: Program, layers: int | None = None,
+             marks: list[int] | None = None) -> tuple[StorageTracker, Prepared, bool]:
+    """The exact run of the row's steps (exact/run.py run_fake), under the fast path's FakeTensorMode
+    (fake_mode.py), at ``layers`` decoder layers (the full depth if None); its journal is the reference's,
+    entry for entry (tests/test_fake_mode.py)."""
+    return run_fake(row, source, program, stack.cut_config(source, layers), marks, tracking_fake_mode)
+
+
 def decoded(row: RowSpec, source: ModelSource, program: Program,
             layers: int | None = None) -> tuple[StorageTracker, Prepared, bool] | None:
-    """fake_run's _run of a generation row of many new tokens, written from two runs of a few
-    (generator/predict/decode.py); None where it is not such a row, or their decode steps do not follow the
+    """fast_run of a generation row of many new tokens, written from two runs of a few
+    (generator/predict/fast/decode.py); None where it is not such a row, or their decode steps do not follow the
     rules."""
     if row.mode != Mode.GENERATE or row.new_tokens < 2 * decode.SHORT:
         return None
     early_marks: list[int] = []
     late_marks: list[int] = []
-    early = _run(replace(row, new_tokens=decode.SHORT), source, program, layers, early_marks)
+    early = fast_run(replace(row, new_tokens=decode.SHORT), source, program, layers, early_marks)
     late_row = replace(row, seq_len=row.seq_len + row.new_tokens - decode.SHORT, new_tokens=decode.SHORT)
-    late = _run(late_row, source, program, layers, late_marks)
+    late = fast_run(late_row, source, program, layers, late_marks)
     journal = decode.extend(early[0].journal, early_marks, late[0].journal, late_marks, row.steps,
                             row.new_tokens)
     if journal is None or early[2] != late[2]:
@@ -45,14 +54,14 @@ def decoded(row: RowSpec, source: ModelSource, program: Program,
 def run_row(row: RowSpec, source: ModelSource, program: Program,
             layers: int | None = None) -> tuple[StorageTracker, Prepared, bool]:
     """The row's run at ``layers`` (the full depth if None): by the decode fast path where it answers, else
-    every step run (fake_run's _run); the figures are the same."""
-    return decoded(row, source, program, layers) or _run(row, source, program, layers)
+    every step run (fast_run); the figures are the same."""
+    return decoded(row, source, program, layers) or fast_run(row, source, program, layers)
 
 
 def simulate_full(row: RowSpec, source: ModelSource, program: Program, fast: bool = True) -> Simulated:
     """The row's steps at the model's full depth, as the program runs them (with every decode step run,
     unless ``fast``: run_row)."""
-    tracker, prepared, rerouted = (run_row if fast else _run)(row, source, program)
+    tracker, prepared, rerouted = (run_row if fast else fast_run)(row, source, program)
     return tracker, model_facts(prepared, row), rerouted
 
 
@@ -80,7 +89,7 @@ def shape_key(row: RowSpec, source: ModelSource, program: Program) -> tuple[Any,
 def simulate_by_depth(row: RowSpec, source: ModelSource, program: Program,
                       worth: int = 0) -> Simulated | None:
     """The same as simulate_full, from another batch's shape of the row (simulate_like), else from the row's
-    steps at four small depths (three where _seen_repeat: generator/predict/depth.py), from each start _starts
+    steps at four small depths (three where _seen_repeat: generator/predict/fast/depth.py), from each start _starts
     gives in turn: where a stack that begins with other layers turns uniform, one layer, two layers (a stack of
     none is no start: its rotary tables, kept by no layer, are freed early), then a period of several for a
     stack that repeats in one. None where the stack has fewer than ``worth`` layers, is too shallow for the small

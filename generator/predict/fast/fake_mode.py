@@ -1,5 +1,5 @@
-"""The simulation's FakeTensorMode (fake_run.py runs each row's steps under one): PyTorch's own, with five things
-added here and two answers made directly (points 6 and 7, fake_hits.py).
+"""The fast path's FakeTensorMode (exact/run.py runs each row's steps under one, as the fast path asks): PyTorch's
+own, with five things added here and two answers made directly (points 6 and 7, fake_hits.py).
 
 1. **It tracks storages** (tracker.py): inside ``tracking_on()``, the storage of every tensor an operator returns
    to the code that called it. That is what a dispatch mode stacked on a plain FakeTensorMode sees, with one
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from types import FunctionType, SimpleNamespace
 from typing import Any
 
-from generator.predict import fake_hits
+from generator.predict.fast import fake_hits
 
 # call_key -> (FakeTensorMode's key, its cache entry); or (FRESH, (what it returned, its outputs' specs)) for a call
 # whose new outputs are learnt (point 4); or SKIP for any other call FakeTensorMode does not cache; for the process,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from generator.predict.inserted_runs import ALIGNERS, Run, Token, find_runs, split_runs
+from generator.predict.fast.inserted_runs import ALIGNERS, Run, Token, find_runs, split_runs
 
 Journal = Sequence[tuple[Any, ...]]  # a tracker's entries (tracker.py)
 Label = tuple[Any, ...]  # ("b", index in depth a) | ("r", run, copy, offset in the run)

@@ -251,7 +251,7 @@ def foreach_updates(optimizer: Any, tracker: Any) -> None:
 @contextlib.contextmanager
 def host_memory(tracker: Any) -> Iterator[None]:
     """What is made inside is host memory (the tracker's HOST kind)."""
-    from generator.predict.tracker import HOST
+    from generator.predict.exact.tracker import HOST
 
     before, tracker.making = tracker.making, HOST
     try:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator.predict.tracker import StorageTracker
+from generator.predict.exact.tracker import StorageTracker
 
 Entry = tuple[Any, ...]  # a tracker's journal entry (tracker.py)
 Simulated = tuple[StorageTracker, Any, bool]  # a run's tracker, the model's counts, whether experts were rerouted
