@@ -173,13 +173,19 @@ def build(session: nox.Session) -> None:
     session.run("memory-budget", "build", *session.posargs)
 
 
+# The tests run on every core (pytest-xdist), each test where a worker is free: most are one process's simulation
+# or a subprocess, so two workers on two cores halve the wall time. A session fixture (the measured tiny matrix)
+# is made once per worker.
+PARALLEL = ("-n", "auto")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The fast tier, for every change: the tests not marked slow (tests/conftest.py says which are), in about
     two minutes on two cores. `nox -s tests_full` runs everything, as CI does."""
     session.install(TORCH)
     session.install("-e", ".[measure,site,test,cluster]", *STACK, *SITE_STACK)
-    session.run("pytest", "-m", "not slow", *session.posargs)
+    session.run("pytest", "-m", "not slow", *PARALLEL, *session.posargs)
 
 
 @nox.session
@@ -188,7 +194,7 @@ def tests_full(session: nox.Session) -> None:
     simulations at scale. Run it before a merge; CI runs it on a fresh clone."""
     session.install(TORCH)
     session.install("-e", ".[measure,site,test,cluster]", *STACK, *SITE_STACK)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *PARALLEL, *session.posargs)
 
 
 @nox.session
