@@ -173,10 +173,10 @@ def build(session: nox.Session) -> None:
     session.run("memory-budget", "build", *session.posargs)
 
 
-# The tests run on every core (pytest-xdist), each test where a worker is free: most are one process's simulation
-# or a subprocess, so two workers on two cores halve the wall time. A session fixture (the measured tiny matrix)
-# is made once per worker.
-PARALLEL = ("-n", "auto")
+# The tests run on every core (pytest-xdist), a worker that runs out of tests taking the rest of another's queue
+# (worksteal: the per-architecture tests are long, and a fixed split left one core idle for the last minutes): most
+# are one process's simulation or a subprocess. A session fixture (the measured tiny matrix) is made once per worker.
+PARALLEL = ("-n", "auto", "--dist", "worksteal")
 
 
 @nox.session

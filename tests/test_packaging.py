@@ -17,7 +17,8 @@ def test_a_wheel_ships_the_templates_and_configs_and_builds(tmp_path: Path) -> N
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp_path / "lib"),
                     str(wheel)], check=True, capture_output=True)
-    for name in ("templates/index.md.j2", "templates/style.css", "models/smollm2-135m-instruct.json",
+    for name in ("templates/index.md.j2", "templates/style.css", "templates/docs-commands.md",
+                 "models/smollm2-135m-instruct.json",
                  "_measurements/_published/litgpt-finetune.toml", "_measurements/_published/_predicted.toml",
                  "_measurements/_published/configs/phi-2.json"):
         assert (tmp_path / "lib" / "generator" / name).is_file(), name

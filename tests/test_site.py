@@ -25,10 +25,12 @@ def test_build_writes_every_page_and_the_charts(measured_root: Path, tmp_path: P
     """One environment, rows only: the versions and fit pages are there too, saying what they lack."""
     site = tmp_path / "site"
     build(measured_root, site)
-    assert sorted(p.name for p in site.iterdir()) == [
+    from generator.report.docs import DOCS
+
+    docs = [f"{name}.{suffix}" for name in ("docs", *(name for name, _ in DOCS)) for suffix in ("html", "md")]
+    assert sorted(p.name for p in site.iterdir()) == sorted([
         ".memory-budget-manifest", "fit.html", "fit.md", "fixes.svg", "index.html", "index.md", "memory-by-row.svg",
-        "peak-vs-tokens.svg",
-        "two-steps.svg", "versions.html", "versions.md"]
+        "peak-vs-tokens.svg", "two-steps.svg", "versions.html", "versions.md", *docs])
     html = (site / "index.html").read_text()
     markdown = (site / "index.md").read_text()
     from generator.report.charts import ARTICLE_CHARTS
