@@ -102,21 +102,17 @@ def read_curve(predictor: Predictor, kind: str, seq_len: int, usable: int) -> Fi
     a row with host memory beside the card (paged state, offloaded activations), which no curve holds, simulates
     its answer's batch, a simulated batch of the curve, for it."""
     curve, path = predictor.curves.get((BY_NAME[kind].id, seq_len), (None, ""))
-    template = predictor.template(kind)
-    if curve is None or predictor.target not in ("cpu", "gpu") or template != KINDS[kind]:
+    row_asked = predictor.template(kind).replace("{s}", str(seq_len))  # with --with or sharding, another row
+    if curve is None or predictor.target not in ("cpu", "gpu") or curve.row != row_asked:
         return None  # no curve, or one of another program than this answer's
-    if curve.row != template.replace("{s}", str(seq_len)):
-        return None
     answer = curve_answer(curve, predictor.target, usable, predictor.model, predictor.qlora_ppm)
     if answer.past_curve:
         return None
     row = parse_row(answer.row)
     host = predictor.target == "gpu" and answer.batch > 0 and (row.offload or row.optimizer == "paged_adamw8bit")
-    simulations = 0
     if host:
-        predictor.peak(answer.row)
-        simulations = 1
-    return replace(answer, allowance_ppm=predictor.allowance(row), read_from=path, simulations=simulations,
+        predictor.peak(answer.row)  # fills predictor.host for the row
+    return replace(answer, allowance_ppm=predictor.allowance(row), read_from=path, simulations=int(host),
                    host_bytes=predictor.host.get(answer.row, 0))
 
 

@@ -49,8 +49,7 @@ def calculator_data(table: FitTable, recorded: tuple[RecordedCurves, ...], proce
     """The curves of every config, set-up and length (offered), each with the allowance on its GPU reserve per
     million (QLoRA's, ``qlora_ppm``, on a 4-bit set-up), the rules the tables answer by (margins by target), the
     cards offered and the one chosen first, in GiB, and the length chosen first (the tables')."""
-    curves = [{"model": curve.model, "kind": setup_name(curve.setup),
-               "recipe": RECIPES.get(setup_name(curve.setup), ""),
+    curves = [{"model": curve.model, "kind": (name := setup_name(curve.setup)), "recipe": RECIPES.get(name, ""),
                "row": curve.row, "seq": curve.seq_len, "limit": str(batch_limit(curve.seq_len)),
                "batches": [str(b) for b in curve.batches],
                "tensor": [str(v) for v in curve.tensor_bytes], "cuda": [str(v) for v in curve.cuda_bytes],
